@@ -1,0 +1,6 @@
+//! The `qbets` subcommands. Each submodule holds one subcommand's arguments and its
+//! `run`; this is where files are opened, progress is drawn and results printed.
+//!
+//! May import: anything the subcommand needs; the layers below stay pure.
+
+pub mod progress;

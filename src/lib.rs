@@ -1,0 +1,12 @@
+//! qbets: bounds on batch-queue waits (QBETS) and virtual advance reservations (VARQ).
+//!
+//! Layers, each a module:
+//! - [`engine`]: the QBETS predictor and the trace-replay evaluator — pure computation.
+//! - [`sim`]: the batch-scheduler simulator and workload models — pure computation.
+//! - [`trace`]: workload trace formats (SWF).
+//! - [`cli`]: the `qbets` subcommands; `src/main.rs` only parses and dispatches.
+
+pub mod cli;
+pub mod engine;
+pub mod sim;
+pub mod trace;
