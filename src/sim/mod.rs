@@ -1,4 +1,24 @@
 //! Batch-scheduler simulator and workload models.
 //!
-//! Pure computation: may import std, serde, statrs, rand and the crate's domain types
-//! only — no I/O, no clock.
+//! - [`simulator`]: the event-driven simulator of a space-shared machine (FCFS, EASY,
+//!   conservative backfilling, LOS), driven incrementally or to completion;
+//! - [`profile`]: the availability profile (conservative backfilling, SA);
+//! - [`los`]: LOS's dynamic program (Shmueli);
+//! - [`run`]: whole runs and per-job outcomes; [`metrics`]: the standard metrics;
+//! - [`swf_jobs`]: SWF records in and out;
+//! - [`cirne`]: Cirne's rigid workload model and moldability model, seeded;
+//! - [`sa`]: SA request selection (SAcb and SAg); [`experiment`]: Cirne's Chapter 5.
+//!
+//! Pure computation: may import std, serde, statrs, rand, rand_distr, rand_chacha and
+//! the crate's domain types only — no I/O, no clock.
+
+pub mod job;
+pub mod los;
+pub mod metrics;
+pub mod profile;
+pub mod run;
+pub mod simulator;
+pub mod swf_jobs;
+
+pub use job::{EndKind, JobOutcome, SimJob};
+pub use simulator::{EventKind, Policy, SimConfig, SimEvent, Simulator, SubmitError};

@@ -1,0 +1,742 @@
+//! The event-driven simulator of a space-shared machine under one scheduling policy.
+//!
+//! It is incremental: submit jobs (at or after the current time), [`Simulator::advance_to`]
+//! a time and receive the events up to it, ask [`Simulator::next_event_time`], or run
+//! to completion. A whole-trace run is the same calls in a loop (see `sim::run`), and
+//! so is the live demo site or an experiment that stops, looks and injects jobs.
+//!
+//! Semantics fixed here:
+//! - Events at one instant are handled in the order: ends (and kills), arrivals,
+//!   cancellations; then the policy makes one scheduling pass. Ties among events of
+//!   one kind go by submission sequence, so a run is deterministic.
+//! - The scheduler sees requested times only; a job runs `min(runtime, requested)`
+//!   and is killed at its requested time if it would run longer.
+//! - A cancelled job leaves the queue at its cancel time; a running one stops then.
+//! - Queue order is (priority rank of the job's queue, submit time, submission
+//!   sequence): plain FCFS order unless priorities are configured.
+//!
+//! May import: std, serde and the sibling modules.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::job::{EndKind, SimJob};
+use super::los::{self, Candidate, LosTables, LosVariant};
+use super::profile::{Period, Profile};
+
+/// Lookahead LOS uses when none is given (Shmueli §4.4 settles on 50).
+pub const DEFAULT_LOOKAHEAD: usize = 50;
+
+/// A scheduling policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// First come, first served: the head job starts when it fits; nobody passes it.
+    Fcfs,
+    /// EASY (aggressive) backfilling: a reservation for the head job only.
+    Easy,
+    /// Conservative backfilling: every job gets a reservation (first fit) on arrival;
+    /// when a job ends early the queue is compressed in queue order (Cirne §2.2.1).
+    Conservative,
+    /// LOS: a reservation for the head job, the rest chosen by dynamic programming over
+    /// the first `lookahead` waiting jobs that fit now.
+    Los {
+        /// Shmueli's C.
+        lookahead: usize,
+        /// Tie-break among equal-utilization sets.
+        variant: LosVariant,
+    },
+}
+
+impl Policy {
+    /// Parses `fcfs`, `easy`, `conservative`, `los`, `los:C` or `los:C:variant`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let name = parts.next().unwrap_or("");
+        let policy = match name {
+            "fcfs" => Self::Fcfs,
+            "easy" => Self::Easy,
+            "conservative" | "cons" => Self::Conservative,
+            "los" => {
+                let lookahead = match parts.next() {
+                    None | Some("") => DEFAULT_LOOKAHEAD,
+                    Some(c) => c
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&c| c > 0)
+                        .ok_or_else(|| format!("los lookahead {c:?} is not a positive integer"))?,
+                };
+                let variant = match parts.next() {
+                    None => LosVariant::default(),
+                    Some(v) => LosVariant::parse(v).ok_or_else(|| {
+                        format!(
+                            "unknown LOS variant {v:?} (bypassed-first, selected-first, maxjobs, max-slowdown)"
+                        )
+                    })?,
+                };
+                Self::Los { lookahead, variant }
+            }
+            _ => {
+                return Err(format!(
+                    "unknown policy {s:?} (fcfs, easy, conservative, los[:C[:variant]])"
+                ));
+            }
+        };
+        if let Some(rest) = parts.next() {
+            return Err(format!("unexpected {rest:?} in policy {s:?}"));
+        }
+        if !matches!(policy, Self::Los { .. }) && s.contains(':') {
+            return Err(format!("policy {name} takes no parameters"));
+        }
+        Ok(policy)
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Fcfs => f.write_str("fcfs"),
+            Self::Easy => f.write_str("easy"),
+            Self::Conservative => f.write_str("conservative"),
+            Self::Los { lookahead, variant } => write!(f, "los:{lookahead}:{}", variant.name()),
+        }
+    }
+}
+
+/// The machine and its scheduler.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimConfig {
+    /// Processors of the machine.
+    pub processors: u32,
+    /// The scheduling policy.
+    pub policy: Policy,
+    /// Optional priority rank per queue number: lower ranks are served first (e.g.
+    /// express 0, normal 1, low 2), FCFS within a rank. Queues not listed rank 0.
+    #[serde(default)]
+    pub priority: BTreeMap<i32, i32>,
+}
+
+impl SimConfig {
+    /// A machine of `processors` under `policy`, all queues equal.
+    pub fn new(processors: u32, policy: Policy) -> Self {
+        Self {
+            processors,
+            policy,
+            priority: BTreeMap::new(),
+        }
+    }
+}
+
+/// What happened to a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "event")]
+pub enum EventKind {
+    /// The job arrived in the queue.
+    Submitted,
+    /// The job started on its processors.
+    Started,
+    /// The job left the machine or the queue.
+    Ended {
+        /// How.
+        how: EndKind,
+    },
+}
+
+/// One event, as [`Simulator::advance_to`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimEvent {
+    /// When.
+    pub time: i64,
+    /// What.
+    #[serde(flatten)]
+    pub kind: EventKind,
+    /// The job's id.
+    pub job: i64,
+    /// Its queue number.
+    pub queue: i32,
+    /// Processors it asked for.
+    pub procs: u32,
+    /// Its requested time in seconds.
+    pub requested: i64,
+}
+
+/// Why a job was refused by [`Simulator::submit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubmitError {
+    /// Submit time before the simulator's current time.
+    InThePast { submit: i64, now: i64 },
+    /// More processors than the machine has (or none).
+    BadSize { procs: u32, machine: u32 },
+    /// Requested time below one second.
+    BadRequestedTime(i64),
+    /// Negative runtime.
+    BadRuntime(i64),
+    /// Cancel time before the submit time.
+    CancelBeforeSubmit { submit: i64, cancel_at: i64 },
+    /// Another job with this id is still in the system.
+    DuplicateId(i64),
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InThePast { submit, now } => {
+                write!(f, "submit time {submit} is before the simulator's time {now}")
+            }
+            Self::BadSize { procs, machine } => {
+                write!(f, "{procs} processors on a machine of {machine}")
+            }
+            Self::BadRequestedTime(t) => write!(f, "requested time {t} s is below 1 s"),
+            Self::BadRuntime(t) => write!(f, "runtime {t} s is negative"),
+            Self::CancelBeforeSubmit { submit, cancel_at } => {
+                write!(f, "cancel time {cancel_at} is before submit time {submit}")
+            }
+            Self::DuplicateId(id) => write!(f, "job {id} is already in the system"),
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Submitted, arrival event not yet handled.
+    Pending,
+    /// In the queue; conservative backfilling's reservation start, once placed.
+    Waiting { resv: Option<i64> },
+    Running { start: i64 },
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    job: SimJob,
+    rank: i32,
+    state: State,
+}
+
+// Event kinds in the order they are handled within one instant.
+const END: u8 = 0;
+const ARRIVE: u8 = 1;
+const CANCEL: u8 = 2;
+
+/// A queue key: (priority rank, submit time, sequence).
+type QKey = (i32, i64, u64);
+
+/// The simulator. `Clone` gives an independent copy of the whole state, which is how
+/// SA's generic version asks "what if".
+#[derive(Debug, Clone)]
+pub struct Simulator {
+    cfg: SimConfig,
+    now: i64,
+    next_seq: u64,
+    jobs: HashMap<u64, Entry>,
+    ids: HashMap<i64, u64>,
+    heap: BinaryHeap<Reverse<(i64, u8, u64)>>,
+    queue: BTreeSet<QKey>,
+    /// Running jobs by expected end (start + requested).
+    running: BTreeSet<(i64, u64)>,
+    free: u32,
+    /// Conservative backfilling only: the allocation list and the reservation starts.
+    profile: Option<Profile>,
+    resv: BTreeSet<(i64, u64)>,
+    arrived: Vec<u64>,
+    compress: bool,
+    los: LosTables,
+    /// EASY and LOS: the head job and its shadow time after the last pass.
+    head_shadow: Option<(i64, i64)>,
+}
+
+impl Simulator {
+    /// An idle machine at time `start`.
+    pub fn new(cfg: SimConfig, start: i64) -> Self {
+        let profile = (cfg.policy == Policy::Conservative).then(|| Profile::new(cfg.processors, start));
+        Self {
+            free: cfg.processors,
+            cfg,
+            now: start,
+            next_seq: 0,
+            jobs: HashMap::new(),
+            ids: HashMap::new(),
+            heap: BinaryHeap::new(),
+            queue: BTreeSet::new(),
+            running: BTreeSet::new(),
+            profile,
+            resv: BTreeSet::new(),
+            arrived: Vec::new(),
+            compress: false,
+            los: LosTables::default(),
+            head_shadow: None,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.cfg
+    }
+
+    /// The simulator's current time.
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
+    /// Processors free now.
+    pub fn free(&self) -> u32 {
+        self.free
+    }
+
+    /// Jobs waiting in the queue.
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Jobs running.
+    pub fn running_len(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Jobs submitted whose arrival time has not come yet.
+    pub fn pending_len(&self) -> usize {
+        self.jobs.len() - self.queue.len() - self.running.len()
+    }
+
+    /// Waiting jobs in queue order.
+    pub fn waiting(&self) -> impl Iterator<Item = &SimJob> {
+        self.queue.iter().map(|k| &self.jobs[&k.2].job)
+    }
+
+    /// Running jobs with their start times, by expected end.
+    pub fn running(&self) -> impl Iterator<Item = (i64, &SimJob)> {
+        self.running.iter().map(|&(_, s)| {
+            let e = &self.jobs[&s];
+            let State::Running { start } = e.state else {
+                unreachable!("running set holds running jobs")
+            };
+            (start, &e.job)
+        })
+    }
+
+    /// Under conservative backfilling, the reserved start of waiting job `id`.
+    pub fn reservation(&self, id: i64) -> Option<i64> {
+        let e = self.jobs.get(self.ids.get(&id)?)?;
+        match e.state {
+            State::Waiting { resv } => resv,
+            _ => None,
+        }
+    }
+
+    /// Under EASY or LOS, the head job's id and shadow time (when it has to wait)
+    /// as of the last scheduling pass.
+    pub fn head_shadow(&self) -> Option<(i64, i64)> {
+        self.head_shadow
+    }
+
+    /// Under conservative backfilling, Cirne's availability list from now on.
+    pub fn availability(&self) -> Option<Vec<Period>> {
+        self.profile.as_ref().map(|p| p.periods(self.now))
+    }
+
+    /// The time of the next event, if any.
+    pub fn next_event_time(&self) -> Option<i64> {
+        self.heap.peek().map(|Reverse(e)| e.0)
+    }
+
+    /// Submits a job; it arrives at `job.submit`, which must not be in the past.
+    pub fn submit(&mut self, job: SimJob) -> Result<(), SubmitError> {
+        if job.submit < self.now {
+            return Err(SubmitError::InThePast {
+                submit: job.submit,
+                now: self.now,
+            });
+        }
+        if job.procs == 0 || job.procs > self.cfg.processors {
+            return Err(SubmitError::BadSize {
+                procs: job.procs,
+                machine: self.cfg.processors,
+            });
+        }
+        if job.requested < 1 {
+            return Err(SubmitError::BadRequestedTime(job.requested));
+        }
+        if job.runtime < 0 {
+            return Err(SubmitError::BadRuntime(job.runtime));
+        }
+        if let Some(c) = job.cancel_at
+            && c < job.submit
+        {
+            return Err(SubmitError::CancelBeforeSubmit {
+                submit: job.submit,
+                cancel_at: c,
+            });
+        }
+        if self.ids.contains_key(&job.id) {
+            return Err(SubmitError::DuplicateId(job.id));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.heap.push(Reverse((job.submit, ARRIVE, seq)));
+        if let Some(c) = job.cancel_at {
+            self.heap.push(Reverse((c, CANCEL, seq)));
+        }
+        let rank = self.cfg.priority.get(&job.queue).copied().unwrap_or(0);
+        self.ids.insert(job.id, seq);
+        self.jobs.insert(
+            seq,
+            Entry {
+                job,
+                rank,
+                state: State::Pending,
+            },
+        );
+        Ok(())
+    }
+
+    /// Handles every event up to and including time `t`, appends them to `out` in the
+    /// order they happened, and moves the clock to `t` (never backwards).
+    pub fn advance_to(&mut self, t: i64, out: &mut Vec<SimEvent>) {
+        while let Some(&Reverse((time, _, _))) = self.heap.peek() {
+            if time > t {
+                break;
+            }
+            self.now = time;
+            while let Some(&Reverse((time2, kind, seq))) = self.heap.peek() {
+                if time2 != time {
+                    break;
+                }
+                self.heap.pop();
+                match kind {
+                    END => self.on_end(seq, out),
+                    ARRIVE => self.on_arrive(seq, out),
+                    _ => self.on_cancel(seq, out),
+                }
+            }
+            self.schedule(out);
+        }
+        self.now = self.now.max(t);
+        if let Some(p) = &mut self.profile {
+            p.forget_before(self.now);
+        }
+    }
+
+    /// [`Self::advance_to`] returning the events.
+    pub fn advance(&mut self, t: i64) -> Vec<SimEvent> {
+        let mut out = Vec::new();
+        self.advance_to(t, &mut out);
+        out
+    }
+
+    /// Runs until no event is left, appending every event to `out`.
+    pub fn run_to_completion(&mut self, out: &mut Vec<SimEvent>) {
+        while let Some(t) = self.next_event_time() {
+            self.advance_to(t, out);
+        }
+    }
+
+    /// A copy for SA's "what if": every job is assumed to run exactly its requested
+    /// time, nobody cancels, and no job arrives after now (Cirne §2.1).
+    pub fn what_if(&self) -> Self {
+        let mut c = self.clone();
+        let now = c.now;
+        let mut drop = Vec::new();
+        for (&seq, e) in c.jobs.iter_mut() {
+            e.job.cancel_at = None;
+            e.job.runtime = e.job.requested;
+            if e.state == State::Pending && e.job.submit > now {
+                drop.push(seq);
+            }
+        }
+        for seq in drop {
+            let e = c.jobs.remove(&seq).expect("present");
+            c.ids.remove(&e.job.id);
+        }
+        // Keep the arrivals still to come; running jobs now end at start + requested.
+        let mut heap: BinaryHeap<_> = c
+            .heap
+            .drain()
+            .filter(|Reverse((_, k, seq))| *k == ARRIVE && c.jobs.contains_key(seq))
+            .collect();
+        for &(end, seq) in &c.running {
+            heap.push(Reverse((end, END, seq)));
+        }
+        c.heap = heap;
+        c
+    }
+
+    fn event(&self, seq: u64, kind: EventKind) -> SimEvent {
+        let j = &self.jobs[&seq].job;
+        SimEvent {
+            time: self.now,
+            kind,
+            job: j.id,
+            queue: j.queue,
+            procs: j.procs,
+            requested: j.requested,
+        }
+    }
+
+    fn key(&self, seq: u64) -> QKey {
+        let e = &self.jobs[&seq];
+        (e.rank, e.job.submit, seq)
+    }
+
+    fn forget(&mut self, seq: u64) {
+        if let Some(e) = self.jobs.remove(&seq) {
+            self.ids.remove(&e.job.id);
+        }
+    }
+
+    fn on_end(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
+        let Some(e) = self.jobs.get(&seq) else { return };
+        let State::Running { start } = e.state else { return };
+        let how = if e.job.overruns() {
+            EndKind::Killed
+        } else {
+            EndKind::Completed
+        };
+        out.push(self.event(seq, EventKind::Ended { how }));
+        self.stop_running(seq, start);
+        self.forget(seq);
+    }
+
+    fn stop_running(&mut self, seq: u64, start: i64) {
+        let e = &self.jobs[&seq];
+        let (procs, expected_end) = (e.job.procs, start + e.job.requested);
+        self.running.remove(&(expected_end, seq));
+        self.free += procs;
+        if let Some(p) = &mut self.profile
+            && self.now < expected_end
+        {
+            p.release(self.now, expected_end, i64::from(procs));
+            self.compress = true;
+        }
+    }
+
+    fn on_arrive(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
+        let Some(e) = self.jobs.get_mut(&seq) else { return };
+        e.state = State::Waiting { resv: None };
+        let key = self.key(seq);
+        self.queue.insert(key);
+        if self.profile.is_some() {
+            self.arrived.push(seq);
+        }
+        out.push(self.event(seq, EventKind::Submitted));
+    }
+
+    fn on_cancel(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
+        let Some(e) = self.jobs.get(&seq) else { return };
+        match e.state {
+            State::Pending => return,
+            State::Waiting { resv } => {
+                let (procs, req) = (e.job.procs, e.job.requested);
+                let key = self.key(seq);
+                self.queue.remove(&key);
+                if let Some(s) = resv {
+                    self.resv.remove(&(s, seq));
+                    if let Some(p) = &mut self.profile {
+                        p.release(s, s + req, i64::from(procs));
+                    }
+                    self.compress = true;
+                } else {
+                    self.arrived.retain(|&a| a != seq);
+                }
+                out.push(self.event(
+                    seq,
+                    EventKind::Ended {
+                        how: EndKind::CancelledWaiting,
+                    },
+                ));
+            }
+            State::Running { start } => {
+                out.push(self.event(
+                    seq,
+                    EventKind::Ended {
+                        how: EndKind::CancelledRunning,
+                    },
+                ));
+                self.stop_running(seq, start);
+            }
+        }
+        self.forget(seq);
+    }
+
+    fn start(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
+        let key = self.key(seq);
+        self.queue.remove(&key);
+        let now = self.now;
+        let e = self.jobs.get_mut(&seq).expect("queued job exists");
+        e.state = State::Running { start: now };
+        let (procs, req, run) = (e.job.procs, e.job.requested, e.job.effective_runtime());
+        debug_assert!(procs <= self.free, "oversubscribed");
+        self.free -= procs;
+        self.running.insert((now + req, seq));
+        self.heap.push(Reverse((now + run, END, seq)));
+        out.push(self.event(seq, EventKind::Started));
+    }
+
+    fn schedule(&mut self, out: &mut Vec<SimEvent>) {
+        self.head_shadow = None;
+        match self.cfg.policy {
+            Policy::Fcfs => self.start_heads(out),
+            Policy::Easy => self.schedule_easy(out),
+            Policy::Conservative => self.schedule_conservative(out),
+            Policy::Los { lookahead, variant } => self.schedule_los(lookahead, variant, out),
+        }
+    }
+
+    /// Starts jobs from the head of the queue while they fit.
+    fn start_heads(&mut self, out: &mut Vec<SimEvent>) {
+        while let Some(&(_, _, seq)) = self.queue.first() {
+            if self.jobs[&seq].job.procs > self.free {
+                break;
+            }
+            self.start(seq, out);
+        }
+    }
+
+    /// Shadow time and extra processors for a head job of `procs` that does not fit
+    /// now: when enough running jobs will have ended (by their requested times), and
+    /// how many processors are free then beyond its need.
+    fn shadow(&self, procs: u32) -> (i64, u32) {
+        let mut avail = self.free;
+        let mut it = self.running.iter().peekable();
+        while let Some(&(end, seq)) = it.next() {
+            avail += self.jobs[&seq].job.procs;
+            // Jobs ending at the same instant free their processors then too.
+            while let Some(&&(end2, seq2)) = it.peek() {
+                if end2 != end {
+                    break;
+                }
+                avail += self.jobs[&seq2].job.procs;
+                it.next();
+            }
+            if avail >= procs {
+                return (end, avail - procs);
+            }
+        }
+        unreachable!("a job no larger than the machine fits once everything has ended")
+    }
+
+    fn schedule_easy(&mut self, out: &mut Vec<SimEvent>) {
+        self.start_heads(out);
+        let Some(&(_, _, head)) = self.queue.first() else { return };
+        let head_procs = self.jobs[&head].job.procs;
+        let (shadow, mut extra) = self.shadow(head_procs);
+        self.head_shadow = Some((self.jobs[&head].job.id, shadow));
+        let mut picks = Vec::new();
+        let mut free = self.free;
+        for &(_, _, seq) in self.queue.iter().skip(1) {
+            if free == 0 {
+                break;
+            }
+            let j = &self.jobs[&seq].job;
+            if j.procs > free {
+                continue;
+            }
+            if self.now + j.requested <= shadow {
+                free -= j.procs;
+                picks.push(seq);
+            } else if j.procs <= extra {
+                free -= j.procs;
+                extra -= j.procs;
+                picks.push(seq);
+            }
+        }
+        for seq in picks {
+            self.start(seq, out);
+        }
+    }
+
+    fn schedule_los(&mut self, lookahead: usize, variant: LosVariant, out: &mut Vec<SimEvent>) {
+        self.start_heads(out);
+        let Some(&(_, _, head)) = self.queue.first() else { return };
+        let (shadow, extra) = self.shadow(self.jobs[&head].job.procs);
+        self.head_shadow = Some((self.jobs[&head].job.id, shadow));
+        if self.free == 0 {
+            return;
+        }
+        let now = self.now;
+        let free = self.free;
+        let mut seqs = Vec::new();
+        let mut cands = Vec::new();
+        for &(_, _, seq) in self.queue.iter().skip(1) {
+            if cands.len() == lookahead {
+                break;
+            }
+            let j = &self.jobs[&seq].job;
+            // §3.5.1: a job larger than the free capacity cannot start now.
+            if j.procs > free {
+                continue;
+            }
+            let time = j.requested as f64;
+            cands.push(Candidate {
+                size: j.procs,
+                ssize: if now + j.requested <= shadow { 0 } else { j.procs },
+                slowdown: ((now - j.submit) as f64 + time) / time,
+            });
+            seqs.push(seq);
+        }
+        let chosen = los::select(&cands, free, extra, variant, &mut self.los);
+        for i in chosen {
+            self.start(seqs[i], out);
+        }
+    }
+
+    fn schedule_conservative(&mut self, out: &mut Vec<SimEvent>) {
+        let now = self.now;
+        if self.compress {
+            self.compress = false;
+            self.compress_queue();
+        }
+        let arrived = std::mem::take(&mut self.arrived);
+        for &seq in &arrived {
+            let (procs, req) = {
+                let j = &self.jobs[&seq].job;
+                (i64::from(j.procs), j.requested)
+            };
+            let p = self.profile.as_mut().expect("conservative keeps a profile");
+            let s = p
+                .earliest_fit(now, procs, req)
+                .expect("a job no larger than the machine fits");
+            p.reserve(s, s + req, procs);
+            self.resv.insert((s, seq));
+            self.jobs.get_mut(&seq).expect("arrived").state = State::Waiting { resv: Some(s) };
+        }
+        self.arrived = arrived;
+        self.arrived.clear();
+        while let Some(&(s, seq)) = self.resv.first() {
+            if s > now {
+                break;
+            }
+            self.resv.pop_first();
+            self.start(seq, out);
+        }
+    }
+
+    /// Moves every waiting job, in queue order, to its earliest fit (never later than
+    /// its current reservation): Cirne's promotion of jobs into a hole left by a job
+    /// that ended early, repeated until nothing moves.
+    fn compress_queue(&mut self) {
+        let now = self.now;
+        let keys: Vec<QKey> = self.queue.iter().copied().collect();
+        for (_, _, seq) in keys {
+            let e = &self.jobs[&seq];
+            let State::Waiting { resv: Some(old) } = e.state else { continue };
+            if old <= now {
+                continue;
+            }
+            let (procs, req) = (i64::from(e.job.procs), e.job.requested);
+            let p = self.profile.as_mut().expect("conservative keeps a profile");
+            p.release(old, old + req, procs);
+            let s = p.earliest_fit(now, procs, req).expect("it fit before");
+            debug_assert!(s <= old, "compression moved a job later");
+            p.reserve(s, s + req, procs);
+            if s != old {
+                self.resv.remove(&(old, seq));
+                self.resv.insert((s, seq));
+                self.jobs.get_mut(&seq).expect("waiting").state = State::Waiting { resv: Some(s) };
+            }
+        }
+    }
+}
