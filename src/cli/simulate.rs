@@ -1,0 +1,324 @@
+//! `qbets simulate`: runs a trace or a workload model through the scheduler simulator,
+//! writes the simulated schedule as SWF (so `qbets replay` can evaluate predictions on
+//! it) and prints the standard metrics.
+//!
+//! May import: anything the subcommand needs; the simulation itself is `crate::sim`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args as ClapArgs, ValueEnum};
+
+use crate::cli::progress;
+use crate::sim::cirne::{ArrivalPattern, CirneModel};
+use crate::sim::metrics::{Metrics, metrics};
+use crate::sim::run::{RunResult, run_jobs};
+use crate::sim::swf_jobs::{self, SkipReason, jobs_from_trace, offered_load};
+use crate::sim::{Policy, SimConfig, SimJob};
+use crate::trace::swf::{self, SwfRecord, SwfTrace};
+
+/// Workload models `--model` accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Model {
+    /// Cirne's rigid workload model (his Table 11).
+    Cirne,
+}
+
+/// Arguments of `qbets simulate`.
+#[derive(Debug, ClapArgs)]
+pub struct Args {
+    /// Scheduling policy: fcfs, easy, conservative, los, los:C or los:C:VARIANT
+    /// (VARIANT: bypassed-first, selected-first, maxjobs, max-slowdown).
+    #[arg(long, value_parser = Policy::parse)]
+    pub policy: Policy,
+    /// Processors of the simulated machine (default for a trace: its MaxProcs header).
+    #[arg(long)]
+    pub processors: Option<u32>,
+    /// Replay this SWF trace (plain or gzipped).
+    #[arg(long, conflicts_with = "model", required_unless_present = "model")]
+    pub trace: Option<PathBuf>,
+    /// Generate the workload from a model instead.
+    #[arg(long, requires = "jobs")]
+    pub model: Option<Model>,
+    /// Number of jobs the model generates.
+    #[arg(long)]
+    pub jobs: Option<u64>,
+    /// Seed of the model's random numbers (same seed, same workload, same output).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Arrival pattern of Cirne's model: one of his four sites, or `random` to draw
+    /// one from the seed as he does.
+    #[arg(long, value_enum, default_value_t = ArrivalArg::Random)]
+    pub arrival: ArrivalArg,
+    /// Multiply arrival times (offsets from the first arrival) by this factor; below 1
+    /// raises the load (Shmueli §4.1). For the model, it divides the arrival rate.
+    #[arg(long, conflicts_with = "offered_load")]
+    pub load_scale: Option<f64>,
+    /// Scale a trace's arrival times so that its offered load becomes this value.
+    #[arg(long, requires = "trace")]
+    pub offered_load: Option<f64>,
+    /// Queue priorities, e.g. `1=0,2=1,3=2`: lower ranks are served first.
+    #[arg(long, value_parser = parse_priorities)]
+    pub priority: Option<BTreeMap<i32, i32>>,
+    /// Where to write the simulated schedule (SWF).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Print the metrics as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--arrival` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ArrivalArg {
+    /// Drawn from the seed among the four.
+    Random,
+    /// ANL SP2.
+    Anl,
+    /// CTC SP2.
+    Ctc,
+    /// KTH SP2.
+    Kth,
+    /// SDSC SP2.
+    Sdsc,
+}
+
+fn parse_priorities(s: &str) -> Result<BTreeMap<i32, i32>, String> {
+    let mut m = BTreeMap::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        let (q, r) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: expected QUEUE=RANK"))?;
+        let q = q.trim().parse().map_err(|_| format!("{q:?} is not a queue number"))?;
+        let r = r.trim().parse().map_err(|_| format!("{r:?} is not a rank"))?;
+        m.insert(q, r);
+    }
+    Ok(m)
+}
+
+/// Runs `qbets simulate`.
+pub fn run(args: Args) -> Result<()> {
+    if let Some(f) = args.load_scale
+        && !(f.is_finite() && f > 0.0)
+    {
+        bail!("--load-scale must be a positive number, got {f}");
+    }
+    if let Some(l) = args.offered_load
+        && !(l.is_finite() && l > 0.0)
+    {
+        bail!("--offered-load must be a positive number, got {l}");
+    }
+    let mut header = vec![
+        "Version: 2.2".to_string(),
+        "Computer: qbets scheduler simulator".to_string(),
+        format!("Note: simulated schedule; policy {}", args.policy),
+    ];
+    let (processors, jobs, originals, trace) = match (&args.trace, args.model) {
+        (Some(path), _) => {
+            let (p, jobs, originals, trace) = load_trace(path, &args, &mut header)?;
+            (p, jobs, originals, Some(trace))
+        }
+        (None, Some(Model::Cirne)) => {
+            let Some(p) = args.processors else {
+                bail!("--processors is required with --model");
+            };
+            if p == 0 {
+                bail!("--processors must be at least 1");
+            }
+            let n = args.jobs.unwrap_or(0);
+            let pattern = match args.arrival {
+                ArrivalArg::Random => None,
+                ArrivalArg::Anl => Some(ArrivalPattern::Anl),
+                ArrivalArg::Ctc => Some(ArrivalPattern::Ctc),
+                ArrivalArg::Kth => Some(ArrivalPattern::Kth),
+                ArrivalArg::Sdsc => Some(ArrivalPattern::Sdsc),
+            };
+            let mut model = CirneModel::new(p, args.seed, pattern);
+            if let Some(f) = args.load_scale {
+                model.set_load_scale(f);
+            }
+            header.push(format!(
+                "Source: model cirne, {n} jobs, seed {}, arrival pattern {}, load scale {}",
+                args.seed,
+                model.pattern().name(),
+                args.load_scale.unwrap_or(1.0)
+            ));
+            header.push("UnixStartTime: 0".to_string());
+            let jobs: Vec<SimJob> = model.take(n as usize).collect();
+            (p, jobs, Vec::new(), None)
+        }
+        (None, None) => bail!("give --trace FILE or --model cirne"),
+    };
+    header.push(format!("MaxProcs: {processors}"));
+    header.push(format!("MaxJobs: {}", jobs.len()));
+
+    let cfg = SimConfig {
+        processors,
+        policy: args.policy,
+        priority: args.priority.clone().unwrap_or_default(),
+    };
+    if !cfg.priority.is_empty() {
+        let p: Vec<String> = cfg.priority.iter().map(|(q, r)| format!("{q}={r}")).collect();
+        header.push(format!("Note: queue priority ranks {}", p.join(",")));
+    }
+    let start = jobs.first().map_or(0, |j| j.submit);
+    let pb = progress::bar(jobs.len() as u64, "jobs");
+    pb.set_message("simulating");
+    let total = jobs.len();
+    let result = run_jobs(cfg, start, jobs, |n| pb.set_position(n));
+    pb.finish_and_clear();
+    if !result.refused.is_empty() {
+        bail!(
+            "the simulator refused {} jobs (first: job {}: {})",
+            result.refused.len(),
+            result.refused[0].0.id,
+            result.refused[0].1
+        );
+    }
+    write_schedule(&args.out, &header, &result, &originals, trace.as_ref())?;
+    let m = metrics(&result.outcomes, processors);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+    } else {
+        print_metrics(&m, &args.policy, processors, total);
+    }
+    Ok(())
+}
+
+/// Reads and converts a trace; returns the machine size, the jobs, and the original
+/// record index of each job id for the output.
+fn load_trace(
+    path: &Path,
+    args: &Args,
+    header: &mut Vec<String>,
+) -> Result<(u32, Vec<SimJob>, Vec<(i64, usize)>, SwfTrace)> {
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("{}: cannot open", path.display()))?
+        .len();
+    let pb = progress::bar(size, "bytes");
+    pb.set_message("reading");
+    let pb2 = pb.clone();
+    let input = swf::open(path, move |f| pb2.wrap_read(f))?;
+    let trace = SwfTrace::read(input).with_context(|| format!("{}: cannot read", path.display()))?;
+    pb.finish_and_clear();
+    for e in trace.bad.iter().take(5) {
+        eprintln!("{}: {e} (line kept aside)", path.display());
+    }
+    if trace.bad.len() > 5 {
+        eprintln!("{}: {} malformed lines in all", path.display(), trace.bad.len());
+    }
+    let processors = match args.processors.or(trace.header.max_procs.and_then(|p| u32::try_from(p).ok())) {
+        Some(p) if p > 0 => p,
+        _ => bail!("{}: no MaxProcs in the header; give --processors", path.display()),
+    };
+    let natural = jobs_from_trace(&trace, processors, 1.0);
+    let load0 = offered_load(&natural.jobs, processors);
+    let scale = match (args.load_scale, args.offered_load) {
+        (Some(f), _) => f,
+        (None, Some(l)) => load0 / l,
+        (None, None) => 1.0,
+    };
+    let converted = if scale == 1.0 {
+        natural
+    } else {
+        jobs_from_trace(&trace, processors, scale)
+    };
+    let load = offered_load(&converted.jobs, processors);
+    report_skipped(path, &converted.skipped, converted.requested_from_runtime);
+    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    header.push(format!(
+        "Source: trace {name}, load scale {scale:.6} (offered load {load0:.3} -> {load:.3}), {} jobs left out",
+        converted.skipped.len()
+    ));
+    if let Some(t) = trace.header.unix_start_time {
+        header.push(format!("UnixStartTime: {t}"));
+    }
+    if let Some(z) = &trace.header.time_zone {
+        header.push(format!("TimeZoneString: {z}"));
+    }
+    let field = trace.queue_field();
+    let names = match field {
+        swf::QueueField::Queue => &trace.header.queues,
+        swf::QueueField::Partition => &trace.header.partitions,
+    };
+    for (n, name) in names {
+        header.push(format!("Queue: {n} {name}"));
+    }
+    // Keep the original header, with its credits, as notes.
+    for c in &trace.header.comments {
+        header.push(format!("Original header | {c}"));
+    }
+    let originals = converted
+        .jobs
+        .iter()
+        .zip(&converted.record_index)
+        .map(|(j, &i)| (j.id, i))
+        .collect();
+    Ok((processors, converted.jobs, originals, trace))
+}
+
+fn report_skipped(path: &Path, skipped: &[swf_jobs::Skipped], requested_from_runtime: usize) {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in skipped {
+        let k = match s.reason {
+            SkipReason::TooLarge { .. } => "larger than the machine",
+            SkipReason::UnknownProcs => "processors unknown",
+            SkipReason::UnknownRuntime => "run time unknown",
+            SkipReason::DuplicateJobNumber => "duplicate job number",
+        };
+        *counts.entry(k).or_default() += 1;
+    }
+    for (k, n) in &counts {
+        eprintln!("{}: {n} jobs left out: {k}", path.display());
+    }
+    for s in skipped.iter().take(3) {
+        eprintln!("{}: line {}: job {}: {}", path.display(), s.line, s.job, s.reason);
+    }
+    if requested_from_runtime > 0 {
+        eprintln!(
+            "{}: {requested_from_runtime} jobs without a requested time use their run time",
+            path.display()
+        );
+    }
+}
+
+fn write_schedule(
+    out: &Path,
+    header: &[String],
+    result: &RunResult,
+    originals: &[(i64, usize)],
+    trace: Option<&SwfTrace>,
+) -> Result<()> {
+    let by_id: std::collections::HashMap<i64, usize> = originals.iter().copied().collect();
+    let mut outcomes: Vec<_> = result.outcomes.iter().collect();
+    // Submit order, as SWF files are written.
+    outcomes.sort_by_key(|o| (o.job.submit, o.job.id));
+    let file = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    let mut w = BufWriter::new(file);
+    swf::write_comments(&mut w, header)?;
+    for o in outcomes {
+        let orig: Option<&SwfRecord> = trace.and_then(|t| by_id.get(&o.job.id).map(|&i| &t.records[i]));
+        writeln!(w, "{}", swf_jobs::outcome_record(o, orig))?;
+    }
+    w.flush().with_context(|| format!("{}: cannot write", out.display()))?;
+    Ok(())
+}
+
+fn print_metrics(m: &Metrics, policy: &Policy, processors: u32, total: usize) {
+    let h = |s: f64| format!("{s:.0} s ({:.2} h)", s / 3600.0);
+    println!("policy {policy} on {processors} processors: {total} jobs simulated");
+    println!(
+        "  ran {} (killed at requested time {}, cancelled while running {}), cancelled while waiting {}",
+        m.jobs, m.killed, m.cancelled_running, m.cancelled_waiting
+    );
+    println!("  mean wait           {}", h(m.mean_wait));
+    println!("  geo-mean wait       {}", h(m.geo_wait));
+    println!("  mean response       {}", h(m.mean_response));
+    println!("  geo-mean response   {}", h(m.geo_response));
+    println!("  mean bounded slowdown (tau = 10 s)  {:.2}", m.mean_bounded_slowdown);
+    println!("  utilization         {:.4}", m.utilization);
+    println!("  makespan            {}", h(m.makespan as f64));
+}
