@@ -32,13 +32,13 @@ pub enum Model {
 pub struct Args {
     /// Scheduling policy: fcfs, easy, conservative, los, los:C or los:C:VARIANT
     /// (VARIANT: bypassed-first, selected-first, maxjobs, max-slowdown).
-    #[arg(long, value_parser = Policy::parse)]
-    pub policy: Policy,
+    #[arg(long, value_parser = Policy::parse, required_unless_present = "experiment")]
+    pub policy: Option<Policy>,
     /// Processors of the simulated machine (default for a trace: its MaxProcs header).
     #[arg(long)]
     pub processors: Option<u32>,
     /// Replay this SWF trace (plain or gzipped).
-    #[arg(long, conflicts_with = "model", required_unless_present = "model")]
+    #[arg(long, conflicts_with = "model", required_unless_present_any = ["model", "experiment"])]
     pub trace: Option<PathBuf>,
     /// Generate the workload from a model instead.
     #[arg(long, requires = "jobs")]
@@ -63,12 +63,30 @@ pub struct Args {
     /// Queue priorities, e.g. `1=0,2=1,3=2`: lower ranks are served first.
     #[arg(long, value_parser = parse_priorities)]
     pub priority: Option<BTreeMap<i32, i32>>,
-    /// Where to write the simulated schedule (SWF).
+    /// Where to write the simulated schedule (SWF); with `--experiment`, the per-run
+    /// records (JSON lines).
+    #[arg(long, required_unless_present = "experiment")]
+    pub out: Option<PathBuf>,
+    /// Run an experiment instead of one simulation: `cirne-sa` is Cirne's Chapter 5
+    /// (one moldable job per run in a model workload, conservative backfilling).
+    #[arg(long, conflicts_with_all = ["trace", "model", "policy"])]
+    pub experiment: Option<Experiment>,
+    /// Runs of the experiment.
+    #[arg(long, default_value_t = 1000)]
+    pub runs: u64,
+    /// Also run SAg in the experiment and count disagreements with SAcb.
     #[arg(long)]
-    pub out: PathBuf,
+    pub check_sag: bool,
     /// Print the metrics as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Experiments `--experiment` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Experiment {
+    /// Cirne's Chapter 5: best, SA and user request.
+    CirneSa,
 }
 
 /// `--arrival` values.
@@ -101,6 +119,12 @@ fn parse_priorities(s: &str) -> Result<BTreeMap<i32, i32>, String> {
 
 /// Runs `qbets simulate`.
 pub fn run(args: Args) -> Result<()> {
+    if let Some(Experiment::CirneSa) = args.experiment {
+        return run_sa_experiment(&args);
+    }
+    let (Some(policy), Some(out)) = (args.policy, args.out.clone()) else {
+        bail!("--policy and --out are required");
+    };
     if let Some(f) = args.load_scale
         && !(f.is_finite() && f > 0.0)
     {
@@ -114,7 +138,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut header = vec![
         "Version: 2.2".to_string(),
         "Computer: qbets scheduler simulator".to_string(),
-        format!("Note: simulated schedule; policy {}", args.policy),
+        format!("Note: simulated schedule; policy {policy}"),
     ];
     let (processors, jobs, originals, trace) = match (&args.trace, args.model) {
         (Some(path), _) => {
@@ -157,7 +181,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let cfg = SimConfig {
         processors,
-        policy: args.policy,
+        policy,
         priority: args.priority.clone().unwrap_or_default(),
     };
     if !cfg.priority.is_empty() {
@@ -178,12 +202,12 @@ pub fn run(args: Args) -> Result<()> {
             result.refused[0].1
         );
     }
-    write_schedule(&args.out, &header, &result, &originals, trace.as_ref())?;
+    write_schedule(&out, &header, &result, &originals, trace.as_ref())?;
     let m = metrics(&result.outcomes, processors);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&m)?);
     } else {
-        print_metrics(&m, &args.policy, processors, total);
+        print_metrics(&m, &policy, processors, total);
     }
     Ok(())
 }
@@ -321,4 +345,74 @@ fn print_metrics(m: &Metrics, policy: &Policy, processors: u32, total: usize) {
     println!("  mean bounded slowdown (tau = 10 s)  {:.2}", m.mean_bounded_slowdown);
     println!("  utilization         {:.4}", m.utilization);
     println!("  makespan            {}", h(m.makespan as f64));
+}
+
+fn run_sa_experiment(args: &Args) -> Result<()> {
+    use crate::sim::experiment::{SaExperiment, SaRunRecord, sa_run, summarize};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let cfg = SaExperiment {
+        processors: args.processors.unwrap_or(500),
+        jobs: args.jobs.unwrap_or(10_000) as usize,
+        seed: args.seed,
+        check_sag: args.check_sag,
+    };
+    if cfg.processors == 0 || cfg.jobs == 0 || args.runs == 0 {
+        bail!("--processors, --jobs and --runs must be at least 1");
+    }
+    let pb = progress::bar(args.runs, "runs");
+    pb.set_message("cirne-sa");
+    let next = AtomicU64::new(0);
+    let records = Mutex::new(Vec::with_capacity(args.runs as usize));
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(2);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let run = next.fetch_add(1, Ordering::Relaxed);
+                    if run >= args.runs {
+                        break;
+                    }
+                    let r = sa_run(&cfg, run);
+                    records.lock().expect("no panics while holding the lock").push(r);
+                    pb.inc(1);
+                }
+            });
+        }
+    });
+    pb.finish_and_clear();
+    let mut records: Vec<SaRunRecord> = records.into_inner().expect("threads joined");
+    records.sort_by_key(|r| r.run);
+    if let Some(out) = &args.out {
+        let file = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
+        let mut w = BufWriter::new(file);
+        for r in &records {
+            serde_json::to_writer(&mut w, r)?;
+            writeln!(w)?;
+        }
+        w.flush().with_context(|| format!("{}: cannot write", out.display()))?;
+    }
+    let s = summarize(&records);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!(
+        "cirne-sa: {} runs, {} processors, {} jobs per workload, seed {}",
+        s.runs, cfg.processors, cfg.jobs, cfg.seed
+    );
+    println!("  geometric-mean turn-around: best {:.0} s, SA {:.0} s, user {:.0} s", s.best, s.sa, s.user);
+    println!(
+        "  better than the user's request: best {:.1}%, SA {:.1}% (same {:.1}%, worse {:.1}%)",
+        100.0 * s.best_better,
+        100.0 * s.sa_better,
+        100.0 * s.sa_same,
+        100.0 * s.sa_worse
+    );
+    println!("  runs with two requests: {:.1}%", 100.0 * s.v_two);
+    if args.check_sag {
+        println!("  SAg disagreed with SAcb in {} runs", s.sag_disagreements);
+    }
+    Ok(())
 }

@@ -24,3 +24,4 @@ pub use job::{EndKind, JobOutcome, SimJob};
 pub use simulator::{EventKind, Policy, SimConfig, SimEvent, Simulator, SubmitError};
 pub mod cirne;
 pub mod sa;
+pub mod experiment;

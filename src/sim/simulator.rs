@@ -221,6 +221,10 @@ struct Entry {
 const END: u8 = 0;
 const ARRIVE: u8 = 1;
 const CANCEL: u8 = 2;
+/// A conservative reservation starts: only makes the scheduler look (a reservation
+/// can start at an instant where nothing else happens, e.g. after compression moved
+/// the job it was queued behind).
+const WAKE: u8 = 3;
 
 /// A queue key: (priority rank, submit time, sequence).
 type QKey = (i32, i64, u64);
@@ -409,7 +413,8 @@ impl Simulator {
                 match kind {
                     END => self.on_end(seq, out),
                     ARRIVE => self.on_arrive(seq, out),
-                    _ => self.on_cancel(seq, out),
+                    CANCEL => self.on_cancel(seq, out),
+                    _ => {}
                 }
             }
             self.schedule(out);
@@ -451,11 +456,12 @@ impl Simulator {
             let e = c.jobs.remove(&seq).expect("present");
             c.ids.remove(&e.job.id);
         }
-        // Keep the arrivals still to come; running jobs now end at start + requested.
+        // Keep the arrivals still to come and the reservation wake-ups; running jobs
+        // now end at start + requested.
         let mut heap: BinaryHeap<_> = c
             .heap
             .drain()
-            .filter(|Reverse((_, k, seq))| *k == ARRIVE && c.jobs.contains_key(seq))
+            .filter(|Reverse((_, k, seq))| (*k == ARRIVE || *k == WAKE) && c.jobs.contains_key(seq))
             .collect();
         for &(end, seq) in &c.running {
             heap.push(Reverse((end, END, seq)));
@@ -702,6 +708,9 @@ impl Simulator {
             p.reserve(s, s + req, procs);
             self.resv.insert((s, seq));
             self.jobs.get_mut(&seq).expect("arrived").state = State::Waiting { resv: Some(s) };
+            if s > now {
+                self.heap.push(Reverse((s, WAKE, seq)));
+            }
         }
         self.arrived = arrived;
         self.arrived.clear();
@@ -716,26 +725,37 @@ impl Simulator {
 
     /// Moves every waiting job, in queue order, to its earliest fit (never later than
     /// its current reservation): Cirne's promotion of jobs into a hole left by a job
-    /// that ended early, repeated until nothing moves.
+    /// that ended early, repeated until nothing moves (a job moved up can open a hole
+    /// for one ahead of it in the queue).
     fn compress_queue(&mut self) {
         let now = self.now;
         let keys: Vec<QKey> = self.queue.iter().copied().collect();
-        for (_, _, seq) in keys {
-            let e = &self.jobs[&seq];
-            let State::Waiting { resv: Some(old) } = e.state else { continue };
-            if old <= now {
-                continue;
+        loop {
+            let mut moved = false;
+            for &(_, _, seq) in &keys {
+                let e = &self.jobs[&seq];
+                let State::Waiting { resv: Some(old) } = e.state else { continue };
+                if old <= now {
+                    continue;
+                }
+                let (procs, req) = (i64::from(e.job.procs), e.job.requested);
+                let p = self.profile.as_mut().expect("conservative keeps a profile");
+                p.release(old, old + req, procs);
+                let s = p.earliest_fit(now, procs, req).expect("it fit before");
+                debug_assert!(s <= old, "compression moved a job later");
+                p.reserve(s, s + req, procs);
+                if s != old {
+                    moved = true;
+                    self.resv.remove(&(old, seq));
+                    self.resv.insert((s, seq));
+                    self.jobs.get_mut(&seq).expect("waiting").state = State::Waiting { resv: Some(s) };
+                    if s > now {
+                        self.heap.push(Reverse((s, WAKE, seq)));
+                    }
+                }
             }
-            let (procs, req) = (i64::from(e.job.procs), e.job.requested);
-            let p = self.profile.as_mut().expect("conservative keeps a profile");
-            p.release(old, old + req, procs);
-            let s = p.earliest_fit(now, procs, req).expect("it fit before");
-            debug_assert!(s <= old, "compression moved a job later");
-            p.reserve(s, s + req, procs);
-            if s != old {
-                self.resv.remove(&(old, seq));
-                self.resv.insert((s, seq));
-                self.jobs.get_mut(&seq).expect("waiting").state = State::Waiting { resv: Some(s) };
+            if !moved {
+                break;
             }
         }
     }
