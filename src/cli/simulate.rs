@@ -110,8 +110,14 @@ fn parse_priorities(s: &str) -> Result<BTreeMap<i32, i32>, String> {
         let (q, r) = part
             .split_once('=')
             .ok_or_else(|| format!("{part:?}: expected QUEUE=RANK"))?;
-        let q = q.trim().parse().map_err(|_| format!("{q:?} is not a queue number"))?;
-        let r = r.trim().parse().map_err(|_| format!("{r:?} is not a rank"))?;
+        let q = q
+            .trim()
+            .parse()
+            .map_err(|_| format!("{q:?} is not a queue number"))?;
+        let r = r
+            .trim()
+            .parse()
+            .map_err(|_| format!("{r:?} is not a rank"))?;
         m.insert(q, r);
     }
     Ok(m)
@@ -142,8 +148,8 @@ pub fn run(args: Args) -> Result<()> {
     ];
     let (processors, jobs, originals, trace) = match (&args.trace, args.model) {
         (Some(path), _) => {
-            let (p, jobs, originals, trace) = load_trace(path, &args, &mut header)?;
-            (p, jobs, originals, Some(trace))
+            let l = load_trace(path, &args, &mut header)?;
+            (l.processors, l.jobs, l.originals, Some(l.trace))
         }
         (None, Some(Model::Cirne)) => {
             let Some(p) = args.processors else {
@@ -185,7 +191,11 @@ pub fn run(args: Args) -> Result<()> {
         priority: args.priority.clone().unwrap_or_default(),
     };
     if !cfg.priority.is_empty() {
-        let p: Vec<String> = cfg.priority.iter().map(|(q, r)| format!("{q}={r}")).collect();
+        let p: Vec<String> = cfg
+            .priority
+            .iter()
+            .map(|(q, r)| format!("{q}={r}"))
+            .collect();
         header.push(format!("Note: queue priority ranks {}", p.join(",")));
     }
     let start = jobs.first().map_or(0, |j| j.submit);
@@ -212,13 +222,17 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Reads and converts a trace; returns the machine size, the jobs, and the original
-/// record index of each job id for the output.
-fn load_trace(
-    path: &Path,
-    args: &Args,
-    header: &mut Vec<String>,
-) -> Result<(u32, Vec<SimJob>, Vec<(i64, usize)>, SwfTrace)> {
+/// A trace read and converted for the simulator.
+struct LoadedTrace {
+    processors: u32,
+    jobs: Vec<SimJob>,
+    /// Job id → index of its record in `trace`, for the output.
+    originals: Vec<(i64, usize)>,
+    trace: SwfTrace,
+}
+
+/// Reads and converts a trace, adding what it says about the source to `header`.
+fn load_trace(path: &Path, args: &Args, header: &mut Vec<String>) -> Result<LoadedTrace> {
     let size = std::fs::metadata(path)
         .with_context(|| format!("{}: cannot open", path.display()))?
         .len();
@@ -226,17 +240,28 @@ fn load_trace(
     pb.set_message("reading");
     let pb2 = pb.clone();
     let input = swf::open(path, move |f| pb2.wrap_read(f))?;
-    let trace = SwfTrace::read(input).with_context(|| format!("{}: cannot read", path.display()))?;
+    let trace =
+        SwfTrace::read(input).with_context(|| format!("{}: cannot read", path.display()))?;
     pb.finish_and_clear();
     for e in trace.bad.iter().take(5) {
         eprintln!("{}: {e} (line kept aside)", path.display());
     }
     if trace.bad.len() > 5 {
-        eprintln!("{}: {} malformed lines in all", path.display(), trace.bad.len());
+        eprintln!(
+            "{}: {} malformed lines in all",
+            path.display(),
+            trace.bad.len()
+        );
     }
-    let processors = match args.processors.or(trace.header.max_procs.and_then(|p| u32::try_from(p).ok())) {
+    let processors = match args
+        .processors
+        .or(trace.header.max_procs.and_then(|p| u32::try_from(p).ok()))
+    {
         Some(p) if p > 0 => p,
-        _ => bail!("{}: no MaxProcs in the header; give --processors", path.display()),
+        _ => bail!(
+            "{}: no MaxProcs in the header; give --processors",
+            path.display()
+        ),
     };
     let natural = jobs_from_trace(&trace, processors, 1.0);
     let load0 = offered_load(&natural.jobs, processors);
@@ -252,7 +277,10 @@ fn load_trace(
     };
     let load = offered_load(&converted.jobs, processors);
     report_skipped(path, &converted.skipped, converted.requested_from_runtime);
-    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     header.push(format!(
         "Source: trace {name}, load scale {scale:.6} (offered load {load0:.3} -> {load:.3}), {} jobs left out",
         converted.skipped.len()
@@ -281,7 +309,12 @@ fn load_trace(
         .zip(&converted.record_index)
         .map(|(j, &i)| (j.id, i))
         .collect();
-    Ok((processors, converted.jobs, originals, trace))
+    Ok(LoadedTrace {
+        processors,
+        jobs: converted.jobs,
+        originals,
+        trace,
+    })
 }
 
 fn report_skipped(path: &Path, skipped: &[swf_jobs::Skipped], requested_from_runtime: usize) {
@@ -299,7 +332,13 @@ fn report_skipped(path: &Path, skipped: &[swf_jobs::Skipped], requested_from_run
         eprintln!("{}: {n} jobs left out: {k}", path.display());
     }
     for s in skipped.iter().take(3) {
-        eprintln!("{}: line {}: job {}: {}", path.display(), s.line, s.job, s.reason);
+        eprintln!(
+            "{}: line {}: job {}: {}",
+            path.display(),
+            s.line,
+            s.job,
+            s.reason
+        );
     }
     if requested_from_runtime > 0 {
         eprintln!(
@@ -324,10 +363,12 @@ fn write_schedule(
     let mut w = BufWriter::new(file);
     swf::write_comments(&mut w, header)?;
     for o in outcomes {
-        let orig: Option<&SwfRecord> = trace.and_then(|t| by_id.get(&o.job.id).map(|&i| &t.records[i]));
+        let orig: Option<&SwfRecord> =
+            trace.and_then(|t| by_id.get(&o.job.id).map(|&i| &t.records[i]));
         writeln!(w, "{}", swf_jobs::outcome_record(o, orig))?;
     }
-    w.flush().with_context(|| format!("{}: cannot write", out.display()))?;
+    w.flush()
+        .with_context(|| format!("{}: cannot write", out.display()))?;
     Ok(())
 }
 
@@ -342,7 +383,10 @@ fn print_metrics(m: &Metrics, policy: &Policy, processors: u32, total: usize) {
     println!("  geo-mean wait       {}", h(m.geo_wait));
     println!("  mean response       {}", h(m.mean_response));
     println!("  geo-mean response   {}", h(m.geo_response));
-    println!("  mean bounded slowdown (tau = 10 s)  {:.2}", m.mean_bounded_slowdown);
+    println!(
+        "  mean bounded slowdown (tau = 10 s)  {:.2}",
+        m.mean_bounded_slowdown
+    );
     println!("  utilization         {:.4}", m.utilization);
     println!("  makespan            {}", h(m.makespan as f64));
 }
@@ -365,7 +409,9 @@ fn run_sa_experiment(args: &Args) -> Result<()> {
     pb.set_message("cirne-sa");
     let next = AtomicU64::new(0);
     let records = Mutex::new(Vec::with_capacity(args.runs as usize));
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(2);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(2);
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
@@ -375,7 +421,10 @@ fn run_sa_experiment(args: &Args) -> Result<()> {
                         break;
                     }
                     let r = sa_run(&cfg, run);
-                    records.lock().expect("no panics while holding the lock").push(r);
+                    records
+                        .lock()
+                        .expect("no panics while holding the lock")
+                        .push(r);
                     pb.inc(1);
                 }
             });
@@ -385,13 +434,15 @@ fn run_sa_experiment(args: &Args) -> Result<()> {
     let mut records: Vec<SaRunRecord> = records.into_inner().expect("threads joined");
     records.sort_by_key(|r| r.run);
     if let Some(out) = &args.out {
-        let file = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
+        let file =
+            File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
         let mut w = BufWriter::new(file);
         for r in &records {
             serde_json::to_writer(&mut w, r)?;
             writeln!(w)?;
         }
-        w.flush().with_context(|| format!("{}: cannot write", out.display()))?;
+        w.flush()
+            .with_context(|| format!("{}: cannot write", out.display()))?;
     }
     let s = summarize(&records);
     if args.json {
@@ -402,7 +453,10 @@ fn run_sa_experiment(args: &Args) -> Result<()> {
         "cirne-sa: {} runs, {} processors, {} jobs per workload, seed {}",
         s.runs, cfg.processors, cfg.jobs, cfg.seed
     );
-    println!("  geometric-mean turn-around: best {:.0} s, SA {:.0} s, user {:.0} s", s.best, s.sa, s.user);
+    println!(
+        "  geometric-mean turn-around: best {:.0} s, SA {:.0} s, user {:.0} s",
+        s.best, s.sa, s.user
+    );
     println!(
         "  better than the user's request: best {:.1}%, SA {:.1}% (same {:.1}%, worse {:.1}%)",
         100.0 * s.best_better,

@@ -79,8 +79,8 @@ impl ArrivalPattern {
                 254.04, -25.820, -258.51, 8.4442, 81.612, -3.6628, -9.6309, 0.76455, 0.56501,
             ],
             Self::Kth => &[
-                -32683.0, -61444.0, 32553.0, 49406.0, -12611.0, -15113.0, 2380.9, 2154.0,
-                -221.65, -134.82, 8.3039, 1.9175, 0.022406, 0.097106,
+                -32683.0, -61444.0, 32553.0, 49406.0, -12611.0, -15113.0, 2380.9, 2154.0, -221.65,
+                -134.82, 8.3039, 1.9175, 0.022406, 0.097106,
             ],
             Self::Sdsc => &[
                 -5499.6, 1527.0, 3015.9, -951.95, -573.08, 199.32, 48.583, -15.611, -2.5879,
@@ -197,7 +197,8 @@ pub struct QueueSpec {
 
 impl QueueSpec {
     fn admits(&self, j: &SimJob) -> bool {
-        self.max_requested.is_none_or(|m| j.requested <= m) && self.max_procs.is_none_or(|m| j.procs <= m)
+        self.max_requested.is_none_or(|m| j.requested <= m)
+            && self.max_procs.is_none_or(|m| j.procs <= m)
     }
 
     /// A three-queue site in the style of SDSC's: express (≤ 1 h, ≤ 64 processors,
@@ -329,7 +330,8 @@ impl CirneModel {
     }
 
     fn rate_factor(&self) -> f64 {
-        f64::from(self.processors) / f64::from(self.pattern.origin_processors()) * self.kappa / self.load_scale
+        f64::from(self.processors) / f64::from(self.pattern.origin_processors()) * self.kappa
+            / self.load_scale
     }
 
     /// Multiplies arrival times by `f` (divides the rate), like trace load scaling.
@@ -354,7 +356,10 @@ impl CirneModel {
         {
             return Err("one queue with a positive weight must admit every job (no limits)".into());
         }
-        if queues.iter().any(|q| !(q.weight.is_finite() && q.weight >= 0.0)) {
+        if queues
+            .iter()
+            .any(|q| !(q.weight.is_finite() && q.weight >= 0.0))
+        {
             return Err("queue weights must be finite and non-negative".into());
         }
         self.queues = queues;
@@ -374,7 +379,9 @@ impl CirneModel {
 
     /// Expected arrivals per day.
     pub fn jobs_per_day(&self) -> f64 {
-        (0..1440).map(|m| self.rate(f64::from(m) * 60.0 + 30.0) * 60.0).sum()
+        (0..1440)
+            .map(|m| self.rate(f64::from(m) * 60.0 + 30.0) * 60.0)
+            .sum()
     }
 
     fn next_arrival(&mut self) -> f64 {
@@ -401,12 +408,14 @@ impl CirneModel {
         };
         let procs = (x as u32).clamp(1, self.processors);
         // Requested time and accuracy.
-        let tr = (uniform_log(rng.random(), rigid::CHI_TR, rigid::RHO_TR) * self.kappa).round().max(1.0);
+        let tr = (uniform_log(rng.random(), rigid::CHI_TR, rigid::RHO_TR) * self.kappa)
+            .round()
+            .max(1.0);
         let a = self.gamma.sample(rng).min(1.0);
         let runtime = (tr * a).round() as i64;
-        let cancel_at = rng
-            .random_bool(rigid::PC)
-            .then(|| submit + uniform_log(rng.random(), rigid::CHI_LC, rigid::RHO_LC).round() as i64);
+        let cancel_at = rng.random_bool(rigid::PC).then(|| {
+            submit + uniform_log(rng.random(), rigid::CHI_LC, rigid::RHO_LC).round() as i64
+        });
         let mut job = SimJob {
             id: self.next_id,
             queue: 1,
@@ -424,7 +433,12 @@ impl CirneModel {
     }
 
     fn pick_queue(&mut self, job: &SimJob) -> i32 {
-        let total: f64 = self.queues.iter().filter(|q| q.admits(job)).map(|q| q.weight).sum();
+        let total: f64 = self
+            .queues
+            .iter()
+            .filter(|q| q.admits(job))
+            .map(|q| q.weight)
+            .sum();
         let mut u = self.rng.random::<f64>() * total;
         let mut last = self.queues[0].number;
         for q in self.queues.iter().filter(|q| q.admits(job)) {
@@ -457,11 +471,15 @@ pub fn moldable<R: rand::Rng>(rng: &mut R, rigid: &RigidJob, processors: u32) ->
     let p = f64::from(processors);
     let n = f64::from(rigid.job.procs);
     // c_min, with the mass below 1 on 1.
-    let c_min = uniform_log(rng.random(), mold::CHI_CMIN, mold::RHO_CMIN).max(1.0).round().min(p);
+    let c_min = uniform_log(rng.random(), mold::CHI_CMIN, mold::RHO_CMIN)
+        .max(1.0)
+        .round()
+        .min(p);
     // A given c_min: uniform in log2 between the bounds derived in the module notes.
     let lx = c_min.log2();
     let lx_max = (1.0 - mold::RHO_CMIN) / mold::CHI_CMIN;
-    let ly_max = (1.0 - mold::RHO_A - mold::GAMMA_A * lx_max) / (mold::PHI_A * lx_max + mold::ETA_A);
+    let ly_max =
+        (1.0 - mold::RHO_A - mold::GAMMA_A * lx_max) / (mold::PHI_A * lx_max + mold::ETA_A);
     let ly_min = if c_min <= 1.0 {
         -mold::RHO_A / mold::ETA_A
     } else {
@@ -513,7 +531,11 @@ pub fn moldable<R: rand::Rng>(rng: &mut R, rigid: &RigidJob, processors: u32) ->
                 };
             }
             let te_s = sequential / downey_speedup(f64::from(s), a_par, sigma);
-            let tr_s = if rigid.accuracy > 0.0 { te_s / rigid.accuracy } else { rigid.job.requested as f64 };
+            let tr_s = if rigid.accuracy > 0.0 {
+                te_s / rigid.accuracy
+            } else {
+                rigid.job.requested as f64
+            };
             Request {
                 procs: s,
                 requested: tr_s.round().max(1.0) as i64,
@@ -521,7 +543,10 @@ pub fn moldable<R: rand::Rng>(rng: &mut R, rigid: &RigidJob, processors: u32) ->
             }
         })
         .collect();
-    let user = sizes.iter().position(|&s| s == rigid.job.procs).expect("user's size is kept");
+    let user = sizes
+        .iter()
+        .position(|&s| s == rigid.job.procs)
+        .expect("user's size is kept");
     MoldableJob {
         requests,
         user,
@@ -550,7 +575,10 @@ mod tests {
     #[test]
     fn arrival_rates_are_positive_day_shaped() {
         let mean = |p: ArrivalPattern, from: u32, to: u32| {
-            (from * 60..to * 60).map(|m| p.rate_per_minute(f64::from(m))).sum::<f64>() / f64::from((to - from) * 60)
+            (from * 60..to * 60)
+                .map(|m| p.rate_per_minute(f64::from(m)))
+                .sum::<f64>()
+                / f64::from((to - from) * 60)
         };
         for p in ArrivalPattern::ALL {
             let night = mean(p, 0, 6);
@@ -591,7 +619,10 @@ mod tests {
         let days = jobs.last().unwrap().job.submit as f64 / 86400.0;
         let per_day = n / days;
         let expect = m.jobs_per_day();
-        assert!((per_day / expect - 1.0).abs() < 0.05, "{per_day} vs {expect}");
+        assert!(
+            (per_day / expect - 1.0).abs() < 0.05,
+            "{per_day} vs {expect}"
+        );
     }
 
     #[test]
@@ -615,10 +646,17 @@ mod tests {
             let r = m.next_rigid();
             let mj = m.moldable(&r);
             let u = mj.requests[mj.user];
-            assert_eq!((u.procs, u.requested, u.runtime), (r.job.procs, r.job.requested, r.job.runtime));
+            assert_eq!(
+                (u.procs, u.requested, u.runtime),
+                (r.job.procs, r.job.requested, r.job.runtime)
+            );
             assert!(mj.requests.len() as u32 <= mj.c_u);
             assert!(mj.requests.windows(2).all(|w| w[0].procs < w[1].procs));
-            assert!(mj.requests.iter().all(|q| q.procs >= 1 && q.procs <= 500 && q.requested >= 1));
+            assert!(
+                mj.requests
+                    .iter()
+                    .all(|q| q.procs >= 1 && q.procs <= 500 && q.requested >= 1)
+            );
             if mj.requests.len() == 2 {
                 two += 1;
             }

@@ -126,7 +126,8 @@ pub fn sa_run(cfg: &SaExperiment, run: u64) -> SaRunRecord {
     let periods = base.availability().expect("conservative keeps a profile");
     let cb = sa_cb(&periods, t.submit, &reqs).expect("some request fits");
     let sag_disagrees = cfg.check_sag
-        && sa_g(&base, t.id, t.queue, t.submit, &reqs).is_none_or(|g| (g.index, g.completion) != (cb.index, cb.completion));
+        && sa_g(&base, t.id, t.queue, t.submit, &reqs)
+            .is_none_or(|g| (g.index, g.completion) != (cb.index, cb.completion));
 
     // One simulation per request, until the target ends.
     let mut turnaround = Vec::with_capacity(reqs.len());
@@ -147,10 +148,13 @@ pub fn sa_run(cfg: &SaExperiment, run: u64) -> SaRunRecord {
         while end.is_none() {
             let horizon = sim.next_event_time().unwrap_or(i64::MAX);
             while i < rest.len() && rest[i].submit <= horizon {
-                sim.submit(rest[i].clone()).expect("model jobs fit the machine");
+                sim.submit(rest[i].clone())
+                    .expect("model jobs fit the machine");
                 i += 1;
             }
-            let Some(next) = sim.next_event_time() else { break };
+            let Some(next) = sim.next_event_time() else {
+                break;
+            };
             events.clear();
             sim.advance_to(next, &mut events);
             end = target_end(&events, t.id);
@@ -184,7 +188,10 @@ fn load_per_processor(sim: &Simulator, processors: u32) -> f64 {
         .running()
         .map(|(start, j)| f64::from(j.procs) * (j.requested - (now - start)) as f64)
         .sum();
-    let waiting: f64 = sim.waiting().map(|j| f64::from(j.procs) * j.requested as f64).sum();
+    let waiting: f64 = sim
+        .waiting()
+        .map(|j| f64::from(j.procs) * j.requested as f64)
+        .sum();
     (running + waiting) / f64::from(processors)
 }
 
@@ -217,9 +224,15 @@ pub struct SaSummary {
 pub fn summarize(records: &[SaRunRecord]) -> SaSummary {
     let n = records.len().max(1) as f64;
     let geo = |f: &dyn Fn(&SaRunRecord) -> i64| {
-        (records.iter().map(|r| (f(r).max(1) as f64).ln()).sum::<f64>() / n).exp()
+        (records
+            .iter()
+            .map(|r| (f(r).max(1) as f64).ln())
+            .sum::<f64>()
+            / n)
+            .exp()
     };
-    let frac = |f: &dyn Fn(&SaRunRecord) -> bool| records.iter().filter(|r| f(r)).count() as f64 / n;
+    let frac =
+        |f: &dyn Fn(&SaRunRecord) -> bool| records.iter().filter(|r| f(r)).count() as f64 / n;
     SaSummary {
         runs: records.len(),
         best: geo(&SaRunRecord::best_tt),

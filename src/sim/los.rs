@@ -209,7 +209,10 @@ mod tests {
     #[test]
     fn worked_example_basic_selects_wj2() {
         let mut t = LosTables::default();
-        assert_eq!(wj(select(&example(), 5, 0, LosVariant::BypassedFirst, &mut t)), vec![2]);
+        assert_eq!(
+            wj(select(&example(), 5, 0, LosVariant::BypassedFirst, &mut t)),
+            vec![2]
+        );
     }
 
     #[test]
@@ -235,7 +238,13 @@ mod tests {
         // §3.5.1: with C = 3, wj5 is not examined and the answer is unchanged.
         let mut t = LosTables::default();
         assert_eq!(
-            wj(select(&example()[..3], 5, 3, LosVariant::BypassedFirst, &mut t)),
+            wj(select(
+                &example()[..3],
+                5,
+                3,
+                LosVariant::BypassedFirst,
+                &mut t
+            )),
             vec![2, 3, 4]
         );
     }
@@ -244,7 +253,10 @@ mod tests {
     fn maxjobs_prefers_more_jobs_at_equal_utilization() {
         // {2,3,4} starts three jobs, {2,5} two: Maxjobs must pick the three.
         let mut t = LosTables::default();
-        assert_eq!(wj(select(&example(), 5, 3, LosVariant::MaxJobs, &mut t)), vec![2, 3, 4]);
+        assert_eq!(
+            wj(select(&example(), 5, 3, LosVariant::MaxJobs, &mut t)),
+            vec![2, 3, 4]
+        );
     }
 
     #[test]
@@ -253,10 +265,16 @@ mod tests {
         // Make wj5 long-waiting: {2,5} now has the larger total slowdown.
         jobs[3].slowdown = 50.0;
         let mut t = LosTables::default();
-        assert_eq!(wj(select(&jobs, 5, 3, LosVariant::MaxSlowdown, &mut t)), vec![2, 5]);
+        assert_eq!(
+            wj(select(&jobs, 5, 3, LosVariant::MaxSlowdown, &mut t)),
+            vec![2, 5]
+        );
         jobs[3].slowdown = 1.0;
         jobs[1].slowdown = 50.0;
-        assert_eq!(wj(select(&jobs, 5, 3, LosVariant::MaxSlowdown, &mut t)), vec![2, 3, 4]);
+        assert_eq!(
+            wj(select(&jobs, 5, 3, LosVariant::MaxSlowdown, &mut t)),
+            vec![2, 3, 4]
+        );
     }
 
     #[test]
@@ -264,7 +282,9 @@ mod tests {
         // Exhaustive check on small random instances against brute force.
         let mut seed = 12345u64;
         let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) as u32
         };
         let mut t = LosTables::default();
@@ -276,7 +296,11 @@ mod tests {
                 .map(|_| {
                     let size = 1 + next() % 5;
                     let ssize = if next() % 2 == 0 { 0 } else { size };
-                    Candidate { size, ssize, slowdown: 1.0 }
+                    Candidate {
+                        size,
+                        ssize,
+                        slowdown: 1.0,
+                    }
                 })
                 .collect();
             let mut best = 0;
@@ -292,11 +316,18 @@ mod tests {
                     best = best.max(u);
                 }
             }
-            for v in [LosVariant::BypassedFirst, LosVariant::SelectedFirst, LosVariant::MaxJobs] {
+            for v in [
+                LosVariant::BypassedFirst,
+                LosVariant::SelectedFirst,
+                LosVariant::MaxJobs,
+            ] {
                 let ch = select(&jobs, n, extra, v, &mut t);
                 let u: u32 = ch.iter().map(|&i| jobs[i].size).sum();
                 let s: u32 = ch.iter().map(|&i| jobs[i].ssize).sum();
-                assert!(u <= n && s <= extra, "{v:?} {jobs:?} n={n} extra={extra} -> {ch:?}");
+                assert!(
+                    u <= n && s <= extra,
+                    "{v:?} {jobs:?} n={n} extra={extra} -> {ch:?}"
+                );
                 assert_eq!(u, best, "{v:?} {jobs:?} n={n} extra={extra} -> {ch:?}");
             }
         }

@@ -23,5 +23,5 @@ pub mod swf_jobs;
 pub use job::{EndKind, JobOutcome, SimJob};
 pub use simulator::{EventKind, Policy, SimConfig, SimEvent, Simulator, SubmitError};
 pub mod cirne;
-pub mod sa;
 pub mod experiment;
+pub mod sa;

@@ -56,7 +56,9 @@ impl Profile {
 
     /// Index of the step that contains `t` (the first step when `t` is before it).
     fn index_at(&self, t: i64) -> usize {
-        self.steps.partition_point(|&(s, _)| s <= t).saturating_sub(1)
+        self.steps
+            .partition_point(|&(s, _)| s <= t)
+            .saturating_sub(1)
     }
 
     /// Free processors at instant `t`.
@@ -238,7 +240,14 @@ mod tests {
         let mut p = Profile::new(4, 0);
         p.reserve(0, 10, 2);
         p.forget_before(7);
-        assert_eq!(p.periods(7)[0], Period { start: 7, end: 10, free: 2 });
+        assert_eq!(
+            p.periods(7)[0],
+            Period {
+                start: 7,
+                end: 10,
+                free: 2
+            }
+        );
         assert_eq!(p.free_at(12), 4);
     }
 }

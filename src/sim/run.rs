@@ -81,7 +81,7 @@ where
             Err(e) => result.refused.push((job, e)),
         }
         n += 1;
-        if n % 1024 == 0 {
+        if n.is_multiple_of(1024) {
             progress(n);
         }
     }

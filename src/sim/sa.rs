@@ -65,7 +65,13 @@ pub fn sa_cb(periods: &[Period], from: i64, requests: &[SaRequest]) -> Option<Sa
 
 /// SAg: submits each request (as job `id` of queue `queue`, at `submit ≥ sim.now()`)
 /// to a what-if copy of `sim` and runs it until the job completes.
-pub fn sa_g(sim: &Simulator, id: i64, queue: i32, submit: i64, requests: &[SaRequest]) -> Option<SaChoice> {
+pub fn sa_g(
+    sim: &Simulator,
+    id: i64,
+    queue: i32,
+    submit: i64,
+    requests: &[SaRequest],
+) -> Option<SaChoice> {
     let base = sim.what_if();
     let mut best: Option<SaChoice> = None;
     let mut events: Vec<SimEvent> = Vec::new();
@@ -100,7 +106,9 @@ pub fn sa_g(sim: &Simulator, id: i64, queue: i32, submit: i64, requests: &[SaReq
                 }
             }
         }
-        let (Some(start), Some(completion)) = (start, done) else { continue };
+        let (Some(start), Some(completion)) = (start, done) else {
+            continue;
+        };
         let c = SaChoice {
             index,
             start,
@@ -126,11 +134,27 @@ mod tests {
     /// [(0,1,5), (1,5,10), (5,6,0), (6,7,10), (7,11,20), (11,∞,40)].
     #[test]
     fn cirne_example_picks_20_processors_completing_at_10() {
-        let list = [p(0, 1, 5), p(1, 5, 10), p(5, 6, 0), p(6, 7, 10), p(7, 11, 20), p(11, FOREVER, 40)];
+        let list = [
+            p(0, 1, 5),
+            p(1, 5, 10),
+            p(5, 6, 0),
+            p(6, 7, 10),
+            p(7, 11, 20),
+            p(11, FOREVER, 40),
+        ];
         let reqs = [
-            SaRequest { procs: 10, requested: 5 },
-            SaRequest { procs: 20, requested: 3 },
-            SaRequest { procs: 30, requested: 2 },
+            SaRequest {
+                procs: 10,
+                requested: 5,
+            },
+            SaRequest {
+                procs: 20,
+                requested: 3,
+            },
+            SaRequest {
+                procs: 30,
+                requested: 2,
+            },
         ];
         let c = sa_cb(&list, 0, &reqs).unwrap();
         assert_eq!((reqs[c.index].procs, c.start, c.completion), (20, 7, 10));
@@ -147,7 +171,10 @@ mod tests {
         // Figure 5 read literally measures the slot (0,2,20) with width 20 and so
         // never starts the 10-processor request at 0; its real first fit is 0.
         let list = [p(0, 2, 20), p(2, 10, 10), p(10, FOREVER, 40)];
-        let reqs = [SaRequest { procs: 10, requested: 5 }];
+        let reqs = [SaRequest {
+            procs: 10,
+            requested: 5,
+        }];
         let c = sa_cb(&list, 0, &reqs).unwrap();
         assert_eq!((c.start, c.completion), (0, 5));
     }

@@ -61,14 +61,13 @@ impl Policy {
             "easy" => Self::Easy,
             "conservative" | "cons" => Self::Conservative,
             "los" => {
-                let lookahead = match parts.next() {
-                    None | Some("") => DEFAULT_LOOKAHEAD,
-                    Some(c) => c
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|&c| c > 0)
-                        .ok_or_else(|| format!("los lookahead {c:?} is not a positive integer"))?,
-                };
+                let lookahead =
+                    match parts.next() {
+                        None | Some("") => DEFAULT_LOOKAHEAD,
+                        Some(c) => c.parse::<usize>().ok().filter(|&c| c > 0).ok_or_else(|| {
+                            format!("los lookahead {c:?} is not a positive integer")
+                        })?,
+                    };
                 let variant = match parts.next() {
                     None => LosVariant::default(),
                     Some(v) => LosVariant::parse(v).ok_or_else(|| {
@@ -184,7 +183,10 @@ impl fmt::Display for SubmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::InThePast { submit, now } => {
-                write!(f, "submit time {submit} is before the simulator's time {now}")
+                write!(
+                    f,
+                    "submit time {submit} is before the simulator's time {now}"
+                )
             }
             Self::BadSize { procs, machine } => {
                 write!(f, "{procs} processors on a machine of {machine}")
@@ -206,8 +208,12 @@ enum State {
     /// Submitted, arrival event not yet handled.
     Pending,
     /// In the queue; conservative backfilling's reservation start, once placed.
-    Waiting { resv: Option<i64> },
-    Running { start: i64 },
+    Waiting {
+        resv: Option<i64>,
+    },
+    Running {
+        start: i64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -256,7 +262,8 @@ pub struct Simulator {
 impl Simulator {
     /// An idle machine at time `start`.
     pub fn new(cfg: SimConfig, start: i64) -> Self {
-        let profile = (cfg.policy == Policy::Conservative).then(|| Profile::new(cfg.processors, start));
+        let profile =
+            (cfg.policy == Policy::Conservative).then(|| Profile::new(cfg.processors, start));
         Self {
             free: cfg.processors,
             cfg,
@@ -495,7 +502,9 @@ impl Simulator {
 
     fn on_end(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
         let Some(e) = self.jobs.get(&seq) else { return };
-        let State::Running { start } = e.state else { return };
+        let State::Running { start } = e.state else {
+            return;
+        };
         let how = if e.job.overruns() {
             EndKind::Killed
         } else {
@@ -520,7 +529,9 @@ impl Simulator {
     }
 
     fn on_arrive(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
-        let Some(e) = self.jobs.get_mut(&seq) else { return };
+        let Some(e) = self.jobs.get_mut(&seq) else {
+            return;
+        };
         e.state = State::Waiting { resv: None };
         let key = self.key(seq);
         self.queue.insert(key);
@@ -626,7 +637,9 @@ impl Simulator {
 
     fn schedule_easy(&mut self, out: &mut Vec<SimEvent>) {
         self.start_heads(out);
-        let Some(&(_, _, head)) = self.queue.first() else { return };
+        let Some(&(_, _, head)) = self.queue.first() else {
+            return;
+        };
         let head_procs = self.jobs[&head].job.procs;
         let (shadow, mut extra) = self.shadow(head_procs);
         self.head_shadow = Some((self.jobs[&head].job.id, shadow));
@@ -656,7 +669,9 @@ impl Simulator {
 
     fn schedule_los(&mut self, lookahead: usize, variant: LosVariant, out: &mut Vec<SimEvent>) {
         self.start_heads(out);
-        let Some(&(_, _, head)) = self.queue.first() else { return };
+        let Some(&(_, _, head)) = self.queue.first() else {
+            return;
+        };
         let (shadow, extra) = self.shadow(self.jobs[&head].job.procs);
         self.head_shadow = Some((self.jobs[&head].job.id, shadow));
         if self.free == 0 {
@@ -678,7 +693,11 @@ impl Simulator {
             let time = j.requested as f64;
             cands.push(Candidate {
                 size: j.procs,
-                ssize: if now + j.requested <= shadow { 0 } else { j.procs },
+                ssize: if now + j.requested <= shadow {
+                    0
+                } else {
+                    j.procs
+                },
                 slowdown: ((now - j.submit) as f64 + time) / time,
             });
             seqs.push(seq);
@@ -734,7 +753,9 @@ impl Simulator {
             let mut moved = false;
             for &(_, _, seq) in &keys {
                 let e = &self.jobs[&seq];
-                let State::Waiting { resv: Some(old) } = e.state else { continue };
+                let State::Waiting { resv: Some(old) } = e.state else {
+                    continue;
+                };
                 if old <= now {
                     continue;
                 }
@@ -748,7 +769,8 @@ impl Simulator {
                     moved = true;
                     self.resv.remove(&(old, seq));
                     self.resv.insert((s, seq));
-                    self.jobs.get_mut(&seq).expect("waiting").state = State::Waiting { resv: Some(s) };
+                    self.jobs.get_mut(&seq).expect("waiting").state =
+                        State::Waiting { resv: Some(s) };
                     if s > now {
                         self.heap.push(Reverse((s, WAKE, seq)));
                     }

@@ -204,7 +204,15 @@ pub fn outcome_record(o: &JobOutcome, original: Option<&SwfRecord>) -> SwfRecord
 mod tests {
     use super::*;
 
-    fn rec(job: i64, submit: i64, wait: i64, run: i64, procs: i64, req: i64, status: i64) -> SwfRecord {
+    fn rec(
+        job: i64,
+        submit: i64,
+        wait: i64,
+        run: i64,
+        procs: i64,
+        req: i64,
+        status: i64,
+    ) -> SwfRecord {
         let mut r = SwfRecord::unknown(job, submit);
         r.line = job as u64;
         r.wait = wait;
@@ -241,7 +249,13 @@ mod tests {
         assert_eq!(
             why,
             vec![
-                (3, &SkipReason::TooLarge { procs: 64, machine: 32 }),
+                (
+                    3,
+                    &SkipReason::TooLarge {
+                        procs: 64,
+                        machine: 32
+                    }
+                ),
                 (4, &SkipReason::UnknownRuntime),
                 (5, &SkipReason::DuplicateJobNumber),
                 (6, &SkipReason::UnknownProcs),

@@ -39,7 +39,12 @@ fn starts(events: &[SimEvent]) -> HashMap<i64, i64> {
 /// what FCFS produces: makespan 8, utilization 0.70.
 #[test]
 fn shmueli_table_1_1_metrics_under_fcfs() {
-    let jobs = vec![job(1, 0, 3, 2, 2), job(2, 0, 2, 4, 4), job(3, 0, 4, 2, 2), job(4, 0, 3, 2, 2)];
+    let jobs = vec![
+        job(1, 0, 3, 2, 2),
+        job(2, 0, 2, 4, 4),
+        job(3, 0, 4, 2, 2),
+        job(4, 0, 3, 2, 2),
+    ];
     let r = run_jobs(SimConfig::new(5, Policy::Fcfs), 0, jobs, |_| {});
     let by_id: HashMap<i64, _> = r.outcomes.iter().map(|o| (o.job.id, o)).collect();
     let got: Vec<(i64, i64, i64)> = (1..=4)
@@ -81,12 +86,21 @@ fn los_example(policy: Policy) -> Vec<i64> {
 
 #[test]
 fn shmueli_worked_example_in_the_simulator() {
-    let los = |variant| Policy::Los { lookahead: 50, variant };
+    let los = |variant| Policy::Los {
+        lookahead: 50,
+        variant,
+    };
     assert_eq!(los_example(los(LosVariant::BypassedFirst)), vec![2, 3, 4]);
     assert_eq!(los_example(los(LosVariant::SelectedFirst)), vec![2, 5]);
     assert_eq!(los_example(los(LosVariant::MaxJobs)), vec![2, 3, 4]);
     // §3.5.1: a lookahead of 3 gives the same schedule.
-    assert_eq!(los_example(Policy::Los { lookahead: 3, variant: LosVariant::BypassedFirst }), vec![2, 3, 4]);
+    assert_eq!(
+        los_example(Policy::Los {
+            lookahead: 3,
+            variant: LosVariant::BypassedFirst
+        }),
+        vec![2, 3, 4]
+    );
     // FCFS starts nothing: the head (7 processors) does not fit.
     assert_eq!(los_example(Policy::Fcfs), Vec::<i64>::new());
 }
@@ -111,18 +125,31 @@ fn cirne_conservative_backfilling_example() {
     }
     let mut ev = sim.advance(0);
     // Figure 3: the allocation list after the five submissions.
-    assert_eq!(starts(&ev), HashMap::from([(a, 0), (c, 0)]), "C is placed before B");
+    assert_eq!(
+        starts(&ev),
+        HashMap::from([(a, 0), (c, 0)]),
+        "C is placed before B"
+    );
     assert_eq!(sim.reservation(b), Some(10));
     assert_eq!(sim.reservation(d), Some(13));
     assert_eq!(sim.reservation(e), Some(4));
     let p = |start, end, free| Period { start, end, free };
     assert_eq!(
         sim.availability().unwrap(),
-        vec![p(0, 4, 0), p(4, 6, 2), p(6, 10, 4), p(10, 15, 0), p(15, FOREVER, 6)]
+        vec![
+            p(0, 4, 0),
+            p(4, 6, 2),
+            p(6, 10, 4),
+            p(10, 15, 0),
+            p(15, FOREVER, 6)
+        ]
     );
     // Figure 4: A ends at 2.
     sim.run_to_completion(&mut ev);
-    assert_eq!(starts(&ev), HashMap::from([(a, 0), (c, 0), (e, 2), (b, 4), (d, 7)]));
+    assert_eq!(
+        starts(&ev),
+        HashMap::from([(a, 0), (c, 0), (e, 2), (b, 4), (d, 7)])
+    );
 }
 
 fn policies() -> Vec<Policy> {
@@ -130,17 +157,35 @@ fn policies() -> Vec<Policy> {
         Policy::Fcfs,
         Policy::Easy,
         Policy::Conservative,
-        Policy::Los { lookahead: 50, variant: LosVariant::BypassedFirst },
-        Policy::Los { lookahead: 3, variant: LosVariant::SelectedFirst },
-        Policy::Los { lookahead: 10, variant: LosVariant::MaxJobs },
-        Policy::Los { lookahead: 10, variant: LosVariant::MaxSlowdown },
+        Policy::Los {
+            lookahead: 50,
+            variant: LosVariant::BypassedFirst,
+        },
+        Policy::Los {
+            lookahead: 3,
+            variant: LosVariant::SelectedFirst,
+        },
+        Policy::Los {
+            lookahead: 10,
+            variant: LosVariant::MaxJobs,
+        },
+        Policy::Los {
+            lookahead: 10,
+            variant: LosVariant::MaxSlowdown,
+        },
     ]
 }
 
 /// A random small workload: `(submit gap, procs, requested, runtime, cancel lag)`.
 fn workload(n: usize, machine: u32) -> impl Strategy<Value = Vec<SimJob>> {
     prop::collection::vec(
-        (0i64..40, 1u32..=machine, 1i64..60, 0i64..80, prop::option::weighted(0.15, 0i64..100)),
+        (
+            0i64..40,
+            1u32..=machine,
+            1i64..60,
+            0i64..80,
+            prop::option::weighted(0.15, 0i64..100),
+        ),
         1..n,
     )
     .prop_map(|raw| {
@@ -181,7 +226,11 @@ fn check_events(jobs: &[SimJob], machine: u32, events: &[SimEvent]) {
                 assert!(e.time >= j.submit);
                 assert!(start.insert(e.job, e.time).is_none(), "started twice");
                 used += i64::from(j.procs);
-                assert!(used <= i64::from(machine), "oversubscribed at {}: {used} > {machine}", e.time);
+                assert!(
+                    used <= i64::from(machine),
+                    "oversubscribed at {}: {used} > {machine}",
+                    e.time
+                );
             }
             EventKind::Ended { how } => {
                 assert!(ended.insert(e.job, e.time).is_none(), "ended twice");
@@ -196,7 +245,9 @@ fn check_events(jobs: &[SimJob], machine: u32, events: &[SimEvent]) {
                             assert_eq!(run, j.requested);
                         }
                         EndKind::CancelledRunning => assert_eq!(Some(e.time), j.cancel_at),
-                        EndKind::CancelledWaiting => panic!("a started job cannot be cancelled waiting"),
+                        EndKind::CancelledWaiting => {
+                            panic!("a started job cannot be cancelled waiting")
+                        }
                     }
                 } else {
                     assert_eq!(how, EndKind::CancelledWaiting);
@@ -346,7 +397,9 @@ proptest! {
 
 #[test]
 fn same_inputs_give_identical_events() {
-    let jobs: Vec<SimJob> = qbets::sim::cirne::CirneModel::new(128, 9, None).take(3000).collect();
+    let jobs: Vec<SimJob> = qbets::sim::cirne::CirneModel::new(128, 9, None)
+        .take(3000)
+        .collect();
     for policy in policies() {
         let a = run_all(SimConfig::new(128, policy), &jobs);
         let b = run_all(SimConfig::new(128, policy), &jobs);
@@ -383,10 +436,19 @@ fn simulate_writes_swf_with_kills_and_left_out_jobs() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("line 8: expected 18 fields, found 4"), "{stderr}");
-    assert!(stderr.contains("1 jobs left out: larger than the machine"), "{stderr}");
+    assert!(
+        stderr.contains("line 8: expected 18 fields, found 4"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("1 jobs left out: larger than the machine"),
+        "{stderr}"
+    );
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("policy easy on 8 processors: 3 jobs simulated"), "{stdout}");
+    assert!(
+        stdout.contains("policy easy on 8 processors: 3 jobs simulated"),
+        "{stdout}"
+    );
     let t = swf::read_file(&out).unwrap();
     assert!(t.bad.is_empty());
     assert_eq!(t.header.max_procs, Some(8));
@@ -410,7 +472,15 @@ fn simulate_model_output_is_byte_identical_for_a_seed() {
     let run = |name: &str, seed: &str| {
         let out = dir.path().join(name);
         let o = qbets()
-            .args(["simulate", "--policy", "los:20:max-slowdown", "--processors", "128", "--model", "cirne"])
+            .args([
+                "simulate",
+                "--policy",
+                "los:20:max-slowdown",
+                "--processors",
+                "128",
+                "--model",
+                "cirne",
+            ])
             .args(["--jobs", "2000", "--seed", seed, "--out"])
             .arg(&out)
             .output()
@@ -429,13 +499,36 @@ fn simulate_model_output_is_byte_identical_for_a_seed() {
 #[test]
 fn simulate_rejects_bad_arguments_with_clear_errors() {
     let o = qbets()
-        .args(["simulate", "--policy", "los:0", "--processors", "8", "--model", "cirne", "--jobs", "5", "--out", "/dev/null"])
+        .args([
+            "simulate",
+            "--policy",
+            "los:0",
+            "--processors",
+            "8",
+            "--model",
+            "cirne",
+            "--jobs",
+            "5",
+            "--out",
+            "/dev/null",
+        ])
         .output()
         .unwrap();
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("los lookahead \"0\" is not a positive integer"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("los lookahead \"0\" is not a positive integer")
+    );
     let o = qbets()
-        .args(["simulate", "--policy", "easy", "--trace", "/nonexistent.swf", "--out", "/dev/null"])
+        .args([
+            "simulate",
+            "--policy",
+            "easy",
+            "--trace",
+            "/nonexistent.swf",
+            "--out",
+            "/dev/null",
+        ])
         .output()
         .unwrap();
     assert!(!o.status.success());
@@ -457,7 +550,15 @@ fn kth_trace_under_every_policy() {
     let conv = qbets::sim::swf_jobs::jobs_from_trace(&t, 100, 1.0);
     assert_eq!(conv.jobs.len() + conv.skipped.len(), t.records.len());
     let mut bsld = HashMap::new();
-    for policy in [Policy::Fcfs, Policy::Easy, Policy::Conservative, Policy::Los { lookahead: 50, variant: LosVariant::MaxSlowdown }] {
+    for policy in [
+        Policy::Fcfs,
+        Policy::Easy,
+        Policy::Conservative,
+        Policy::Los {
+            lookahead: 50,
+            variant: LosVariant::MaxSlowdown,
+        },
+    ] {
         let ev = run_all(SimConfig::new(100, policy), &conv.jobs);
         check_events(&conv.jobs, 100, &ev);
         let r = run_jobs(SimConfig::new(100, policy), 0, conv.jobs.clone(), |_| {});
