@@ -259,6 +259,42 @@ fn check_events(jobs: &[SimJob], machine: u32, events: &[SimEvent]) {
     assert_eq!(ended.len(), jobs.len(), "every job leaves");
 }
 
+/// The jobs cut to the machine's size and, with `cap`, to run no longer than their
+/// request (`exact`: exactly their request).
+fn fitted(jobs: Vec<SimJob>, machine: u32, cap: bool, exact: bool) -> Vec<SimJob> {
+    jobs.into_iter()
+        .map(|mut j| {
+            j.procs = j.procs.min(machine);
+            if exact {
+                j.runtime = j.requested;
+            } else if cap {
+                j.runtime = j.runtime.min(j.requested);
+            }
+            j
+        })
+        .collect()
+}
+
+/// Runs `jobs` event time by event time, showing `look` the simulator and the new
+/// events after each step; returns all events.
+fn step_through(
+    cfg: SimConfig,
+    jobs: &[SimJob],
+    mut look: impl FnMut(&Simulator, &[SimEvent]) -> Result<(), TestCaseError>,
+) -> Result<Vec<SimEvent>, TestCaseError> {
+    let mut sim = Simulator::new(cfg, 0);
+    for j in jobs {
+        sim.submit(j.clone()).unwrap();
+    }
+    let mut ev = Vec::new();
+    while let Some(t) = sim.next_event_time() {
+        let from = ev.len();
+        sim.advance_to(t, &mut ev);
+        look(&sim, &ev[from..])?;
+    }
+    Ok(ev)
+}
+
 fn run_all(cfg: SimConfig, jobs: &[SimJob]) -> Vec<SimEvent> {
     let mut sim = Simulator::new(cfg, 0);
     for j in jobs {
@@ -274,7 +310,7 @@ proptest! {
 
     #[test]
     fn no_policy_oversubscribes_or_loses_a_job(machine in 1u32..24, jobs in workload(40, 24)) {
-        let jobs: Vec<SimJob> = jobs.into_iter().map(|mut j| { j.procs = j.procs.min(machine); j }).collect();
+        let jobs = fitted(jobs, machine, false, false);
         for policy in policies() {
             let mut cfg = SimConfig::new(machine, policy);
             cfg.priority.insert(2, -1);
@@ -285,7 +321,7 @@ proptest! {
 
     #[test]
     fn stepping_gives_the_same_events_as_one_run(machine in 1u32..16, jobs in workload(30, 16), steps in prop::collection::vec(0i64..30, 1..50)) {
-        let jobs: Vec<SimJob> = jobs.into_iter().map(|mut j| { j.procs = j.procs.min(machine); j }).collect();
+        let jobs = fitted(jobs, machine, false, false);
         for policy in policies() {
             let whole = run_all(SimConfig::new(machine, policy), &jobs);
             // Submit lazily and advance in arbitrary steps.
@@ -315,32 +351,24 @@ proptest! {
     /// starts later than the reservation it got on arrival (exact runtimes included).
     #[test]
     fn conservative_never_starts_a_job_after_its_arrival_reservation(machine in 1u32..24, jobs in workload(40, 24), exact in any::<bool>()) {
-        let jobs: Vec<SimJob> = jobs.into_iter().map(|mut j| {
-            j.procs = j.procs.min(machine);
-            j.runtime = if exact { j.requested } else { j.runtime.min(j.requested) };
-            j
-        }).collect();
-        let mut sim = Simulator::new(SimConfig::new(machine, Policy::Conservative), 0);
-        for j in &jobs { sim.submit(j.clone()).unwrap(); }
+        let jobs = fitted(jobs, machine, true, exact);
         let mut promised: HashMap<i64, i64> = HashMap::new();
-        let mut ev = Vec::new();
-        while let Some(t) = sim.next_event_time() {
-            let from = ev.len();
-            sim.advance_to(t, &mut ev);
-            for e in &ev[from..] {
+        let ev = step_through(SimConfig::new(machine, Policy::Conservative), &jobs, |sim, new| {
+            for e in new {
                 match e.kind {
+                    // Reserved in the same pass; started at once if due now.
                     EventKind::Submitted => {
-                        // Reserved in the same pass; started at once if due now.
-                        let r = sim.reservation(e.job).unwrap_or(t);
-                        promised.insert(e.job, r);
+                        promised.insert(e.job, sim.reservation(e.job).unwrap_or(e.time));
                     }
-                    EventKind::Started => {
-                        prop_assert!(e.time <= promised[&e.job], "job {} started {} after its reservation {}", e.job, e.time, promised[&e.job]);
-                    }
+                    EventKind::Started => prop_assert!(
+                        e.time <= promised[&e.job],
+                        "job {} started {} after its reservation {}", e.job, e.time, promised[&e.job]
+                    ),
                     EventKind::Ended { .. } => {}
                 }
             }
-        }
+            Ok(())
+        })?;
         check_events(&jobs, machine, &ev);
     }
 
@@ -348,20 +376,11 @@ proptest! {
     /// while it was at the head (runtimes at most the requested times, one queue).
     #[test]
     fn easy_never_delays_the_head_reservation(machine in 1u32..24, jobs in workload(40, 24)) {
-        let jobs: Vec<SimJob> = jobs.into_iter().map(|mut j| {
-            j.procs = j.procs.min(machine);
-            j.runtime = j.runtime.min(j.requested);
-            j
-        }).collect();
+        let jobs = fitted(jobs, machine, true, false);
         for policy in [Policy::Easy, Policy::Los { lookahead: 50, variant: LosVariant::MaxSlowdown }] {
-            let mut sim = Simulator::new(SimConfig::new(machine, policy), 0);
-            for j in &jobs { sim.submit(j.clone()).unwrap(); }
             let mut promised: HashMap<i64, i64> = HashMap::new();
-            let mut ev = Vec::new();
-            while let Some(t) = sim.next_event_time() {
-                let from = ev.len();
-                sim.advance_to(t, &mut ev);
-                for e in ev[from..].iter().filter(|e| e.kind == EventKind::Started) {
+            step_through(SimConfig::new(machine, policy), &jobs, |sim, new| {
+                for e in new.iter().filter(|e| e.kind == EventKind::Started) {
                     if let Some(&p) = promised.get(&e.job) {
                         prop_assert!(e.time <= p, "{policy}: head job {} promised {p} started {}", e.job, e.time);
                     }
@@ -370,7 +389,8 @@ proptest! {
                     let p = promised.entry(id).or_insert(shadow);
                     *p = (*p).min(shadow);
                 }
-            }
+                Ok(())
+            })?;
         }
     }
 
@@ -383,7 +403,7 @@ proptest! {
         stop in 0i64..300,
         reqs in prop::collection::vec((1u32..40, 1i64..80), 1..6),
     ) {
-        let jobs: Vec<SimJob> = jobs.into_iter().map(|mut j| { j.procs = j.procs.min(machine); j }).collect();
+        let jobs = fitted(jobs, machine, false, false);
         let mut sim = Simulator::new(SimConfig::new(machine, Policy::Conservative), 0);
         for j in &jobs { sim.submit(j.clone()).unwrap(); }
         let _ = sim.advance(stop);
