@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args as ClapArgs, ValueEnum};
 
 use crate::cli::progress;
-use crate::sim::cirne::{ArrivalPattern, CirneModel};
+use crate::sim::cirne::{ArrivalPattern, CirneModel, QueueSpec};
 use crate::sim::metrics::{Metrics, metrics};
 use crate::sim::run::{RunResult, run_jobs};
 use crate::sim::swf_jobs::{self, SkipReason, jobs_from_trace, offered_load};
@@ -60,6 +60,10 @@ pub struct Args {
     /// Scale a trace's arrival times so that its offered load becomes this value.
     #[arg(long, requires = "trace")]
     pub offered_load: Option<f64>,
+    /// With the model, spread jobs over the three-queue demo site (express ≤ 1 h and
+    /// ≤ 64 processors, normal ≤ 18 h, low; served in that order).
+    #[arg(long, requires = "model")]
+    pub demo_queues: bool,
     /// Queue priorities, e.g. `1=0,2=1,3=2`: lower ranks are served first.
     #[arg(long, value_parser = parse_priorities)]
     pub priority: Option<BTreeMap<i32, i32>>,
@@ -146,6 +150,7 @@ pub fn run(args: Args) -> Result<()> {
         "Computer: qbets scheduler simulator".to_string(),
         format!("Note: simulated schedule; policy {policy}"),
     ];
+    let mut priority = args.priority.clone().unwrap_or_default();
     let (processors, jobs, originals, trace) = match (&args.trace, args.model) {
         (Some(path), _) => {
             let l = load_trace(path, &args, &mut header)?;
@@ -170,6 +175,14 @@ pub fn run(args: Args) -> Result<()> {
             if let Some(f) = args.load_scale {
                 model.set_load_scale(f);
             }
+            if args.demo_queues {
+                let queues = QueueSpec::demo_site();
+                for q in &queues {
+                    header.push(format!("Queue: {} {}", q.number, q.name));
+                }
+                priority = QueueSpec::priorities(&queues);
+                model.set_queues(queues).map_err(anyhow::Error::msg)?;
+            }
             header.push(format!(
                 "Source: model cirne, {n} jobs, seed {}, arrival pattern {}, load scale {}",
                 args.seed,
@@ -188,7 +201,7 @@ pub fn run(args: Args) -> Result<()> {
     let cfg = SimConfig {
         processors,
         policy,
-        priority: args.priority.clone().unwrap_or_default(),
+        priority,
     };
     if !cfg.priority.is_empty() {
         let p: Vec<String> = cfg

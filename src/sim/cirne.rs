@@ -19,8 +19,8 @@
 //! - **Power-of-two rounding**: "closest" in value: `x` goes to `2^k` below `1.5·2^k`.
 //! - **Accuracy** `a ~ Gamma(α = 0.6, β = 0.6)` with β the *scale* (Matlab's `gamfit`
 //!   convention; mean 0.36, in line with Figure 23's mass near 0). `a > 1` (8.8%
-//!   of draws) is cut to 1: such a job runs its whole requested time and is killed
-//!   there, which is what a real scheduler does and matches the logs' spike at a = 1.
+//!   of draws) is cut to 1: such a job uses its whole requested time, as a job killed
+//!   at its limit does in a real log (the logs' spike at a = 1).
 //! - **σ ~ Normal(1.209, 1.132)** (Table 12 says normal; the summary's "uniformly" is a
 //!   slip), clipped at 0: a negative draw means linear speedup, σ = 0, which is also
 //!   where the survey's estimates `(s_max − s_effic)/(s_effic − 1) ≥ 0` pile up.

@@ -782,3 +782,114 @@ impl Simulator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_parse_and_print_back() {
+        for s in [
+            "fcfs",
+            "easy",
+            "conservative",
+            "los:50:bypassed-first",
+            "los:7:max-slowdown",
+        ] {
+            assert_eq!(Policy::parse(s).unwrap().to_string(), s);
+        }
+        assert_eq!(
+            Policy::parse("los").unwrap(),
+            Policy::Los {
+                lookahead: DEFAULT_LOOKAHEAD,
+                variant: LosVariant::BypassedFirst
+            }
+        );
+        assert_eq!(
+            Policy::parse("los:250").unwrap().to_string(),
+            "los:250:bypassed-first"
+        );
+        for bad in [
+            "",
+            "sjf",
+            "los:0",
+            "los:x",
+            "los:5:best",
+            "easy:3",
+            "los:5:maxjobs:1",
+        ] {
+            assert!(Policy::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn submit_refuses_bad_jobs_with_reasons() {
+        let mut sim = Simulator::new(SimConfig::new(8, Policy::Easy), 100);
+        let ok = SimJob {
+            id: 1,
+            queue: 1,
+            submit: 100,
+            runtime: 5,
+            procs: 8,
+            requested: 10,
+            cancel_at: None,
+        };
+        assert_eq!(
+            sim.submit(SimJob {
+                submit: 99,
+                ..ok.clone()
+            }),
+            Err(SubmitError::InThePast {
+                submit: 99,
+                now: 100
+            })
+        );
+        assert_eq!(
+            sim.submit(SimJob {
+                procs: 9,
+                ..ok.clone()
+            }),
+            Err(SubmitError::BadSize {
+                procs: 9,
+                machine: 8
+            })
+        );
+        assert_eq!(
+            sim.submit(SimJob {
+                requested: 0,
+                ..ok.clone()
+            }),
+            Err(SubmitError::BadRequestedTime(0))
+        );
+        assert_eq!(
+            sim.submit(SimJob {
+                runtime: -1,
+                ..ok.clone()
+            }),
+            Err(SubmitError::BadRuntime(-1))
+        );
+        assert_eq!(
+            sim.submit(SimJob {
+                cancel_at: Some(50),
+                ..ok.clone()
+            }),
+            Err(SubmitError::CancelBeforeSubmit {
+                submit: 100,
+                cancel_at: 50
+            })
+        );
+        assert_eq!(sim.submit(ok.clone()), Ok(()));
+        assert_eq!(sim.submit(ok.clone()), Err(SubmitError::DuplicateId(1)));
+        assert_eq!(sim.pending_len(), 1);
+        let ev = sim.advance(200);
+        assert_eq!(ev.len(), 3);
+        assert_eq!(
+            ev[2].kind,
+            EventKind::Ended {
+                how: EndKind::Completed
+            }
+        );
+        // The id is free again once the job has left.
+        assert_eq!(sim.submit(SimJob { submit: 200, ..ok }), Ok(()));
+    }
+}
