@@ -8,10 +8,19 @@
 //!   minute-of-day `m`: that reading gives positive, day-shaped rates for all four
 //!   sites (e.g. CTC 0.04/min at 4:00, 0.58/min at 13:00) with the noon dip the text
 //!   describes for ANL and KTH and not for CTC and SDSC; read in ascending powers the
-//!   polynomials are negative over most of the day. The value is taken as arrivals
-//!   per minute (the unit of `m`), clipped at 0 (KTH's dips to −0.002 at 5:00).
-//!   Arrivals are a non-homogeneous Poisson process with that rate times `P/O`,
-//!   drawn by thinning; time 0 is midnight.
+//!   polynomials are negative over most of the day. Negative values (KTH's dip to
+//!   −0.002 at 5:00) are clipped at 0.
+//! - **Level of the arrival rate.** Read as arrivals per minute, every polynomial
+//!   integrates to about twice the jobs per day of the log it was fitted on (ANL 195
+//!   vs 7 995 jobs / 78 days = 102.5; CTC 455 vs 233.9; KTH 75.6 vs 38.2 over Table 2's
+//!   745 days; SDSC 210 vs 109.2), and a 500-processor machine is then loaded beyond
+//!   saturation (utilization 0.93, queues growing without bound over 10 000 jobs),
+//!   which Table 13's short turn-around times rule out. So the polynomial gives the
+//!   *shape* of the day and the log gives the *level*: the rate is scaled so that a
+//!   day holds the log's jobs per day (factors 0.51–0.53), then multiplied by `P/O`
+//!   as §3.5 says. `set_load_multiplier(1.95)` gets the literal reading back.
+//!   Arrivals are a non-homogeneous Poisson process with that rate, drawn by
+//!   thinning; time 0 is midnight.
 //! - **Uniform-log distributions** (`cdf(x) = χ·log2 x + ρ`) are drawn by inversion on
 //!   the whole support; the mass the fit puts below 1 (20% of partition sizes, 63% of
 //!   `c_min`) lands on 1, which is how the text's "c_min = 1 for 62.6% of the
@@ -99,6 +108,24 @@ impl ArrivalPattern {
         }
     }
 
+    /// Jobs per day in the log the polynomial was fitted on: Table 1's jobs over
+    /// Table 2's days.
+    pub fn log_jobs_per_day(self) -> f64 {
+        match self {
+            Self::Anl => 7995.0 / 78.0,
+            Self::Ctc => 79279.0 / 339.0,
+            Self::Kth => 28479.0 / 745.0,
+            Self::Sdsc => 16376.0 / 150.0,
+        }
+    }
+
+    /// The polynomial's integral over a day, arrivals (per-minute reading).
+    pub fn polynomial_jobs_per_day(self) -> f64 {
+        (0..1440)
+            .map(|m| self.rate_per_minute(f64::from(m) + 0.5))
+            .sum()
+    }
+
     /// Lower-case name.
     pub fn name(self) -> &'static str {
         match self {
@@ -109,7 +136,8 @@ impl ArrivalPattern {
         }
     }
 
-    /// Arrivals per minute at minute-of-day `m` on the original machine.
+    /// The polynomial at minute-of-day `m`, clipped at 0 (arrivals per minute in the
+    /// literal reading; see the module notes for the level actually used).
     pub fn rate_per_minute(self, m: f64) -> f64 {
         let x = (m - 720.0) / 1440.0;
         // Horner over descending powers: the first coefficient is the highest power.
@@ -292,6 +320,8 @@ pub struct CirneModel {
     kappa: f64,
     /// Largest rate, per second, for thinning.
     rate_max: f64,
+    /// Scales the polynomial to the log's jobs per day.
+    level: f64,
     t: f64,
     next_id: i64,
     queues: Vec<QueueSpec>,
@@ -311,6 +341,7 @@ impl CirneModel {
             load_scale: 1.0,
             kappa: 1.0,
             rate_max: 0.0,
+            level: pattern.log_jobs_per_day() / pattern.polynomial_jobs_per_day(),
             t: 0.0,
             next_id: 1,
             queues: Vec::new(),
@@ -586,9 +617,14 @@ mod tests {
             assert!(day > 1.5 * night, "{p:?}: day {day} night {night}");
             assert!((0..1440).all(|m| p.rate_per_minute(f64::from(m)) >= 0.0));
         }
-        // CTC's polynomial at 13:00 is about 0.58 arrivals per minute.
+        // CTC's polynomial at 13:00 is about 0.58; each integrates to about twice
+        // its log's jobs per day.
         let ctc = ArrivalPattern::Ctc.rate_per_minute(13.0 * 60.0);
         assert!((ctc - 0.58).abs() < 0.01, "{ctc}");
+        for p in ArrivalPattern::ALL {
+            let r = p.polynomial_jobs_per_day() / p.log_jobs_per_day();
+            assert!((1.85..2.05).contains(&r), "{p:?}: {r}");
+        }
     }
 
     #[test]

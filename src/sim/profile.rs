@@ -95,6 +95,55 @@ impl Profile {
         }
     }
 
+    /// Like [`Self::earliest_fit`] but only for starts before `limit`, and counting
+    /// `own = (start, end, procs)` — the job's current reservation — as free, so a
+    /// reserved job can ask whether it could start earlier without being taken out of
+    /// the profile first. `None` when it cannot start before `limit`.
+    pub fn earliest_fit_before(
+        &self,
+        from: i64,
+        procs: i64,
+        duration: i64,
+        limit: i64,
+        own: (i64, i64, i64),
+    ) -> Option<i64> {
+        let n = self.steps.len();
+        // Reservation boundaries are step boundaries, so a step is inside the job's own
+        // reservation exactly when its start is.
+        let free = |k: usize| {
+            let (t, f) = self.steps[k];
+            if own.0 <= t && t < own.1 {
+                f + own.2
+            } else {
+                f
+            }
+        };
+        let mut i = self.index_at(from);
+        let mut start = from.max(self.steps[i].0);
+        'candidate: loop {
+            while free(i) < procs {
+                i += 1;
+                if i >= n {
+                    return None;
+                }
+                start = self.steps[i].0;
+            }
+            if start >= limit {
+                return None;
+            }
+            let end = start.saturating_add(duration.max(0));
+            let mut k = i + 1;
+            while k < n && self.steps[k].0 < end {
+                if free(k) < procs {
+                    i = k;
+                    continue 'candidate;
+                }
+                k += 1;
+            }
+            return Some(start);
+        }
+    }
+
     /// Makes sure a step begins exactly at `t` and returns its index.
     fn split_at(&mut self, t: i64) -> usize {
         let i = self.index_at(t);
@@ -233,6 +282,22 @@ mod tests {
         // From inside a step.
         assert_eq!(p.earliest_fit(5, 5, 1), Some(5));
         assert_eq!(p.earliest_fit(0, 11, 1), None);
+    }
+
+    #[test]
+    fn earliest_fit_before_counts_the_own_reservation_as_free() {
+        let mut p = Profile::new(10, 0);
+        p.reserve(0, 5, 8); // 2 free on [0,5)
+        p.reserve(5, 9, 6); // the job itself: 6 procs on [5,9), 4 free there
+        // As itself (6 procs, 4 s) it cannot start before 5: [0,5) has only 2.
+        assert_eq!(p.earliest_fit_before(0, 6, 4, 5, (5, 9, 6)), None);
+        // A 2-processor job reserved at [5,9) could start at 0 and run into its own slot.
+        let mut q = Profile::new(10, 0);
+        q.reserve(0, 5, 8);
+        q.reserve(5, 9, 2);
+        q.reserve(5, 9, 8); // someone else fills the rest of [5,9)
+        assert_eq!(q.earliest_fit_before(0, 2, 7, 5, (5, 9, 2)), Some(0));
+        assert_eq!(q.earliest_fit_before(1, 2, 7, 1, (5, 9, 2)), None, "limit");
     }
 
     #[test]

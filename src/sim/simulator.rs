@@ -253,7 +253,9 @@ pub struct Simulator {
     profile: Option<Profile>,
     resv: BTreeSet<(i64, u64)>,
     arrived: Vec<u64>,
-    compress: bool,
+    /// Conservative: capacity was given back since the last compression, up to this
+    /// time (the latest end of the regions released); `None` when nothing was.
+    released_until: Option<i64>,
     los: LosTables,
     /// EASY and LOS: the head job and its shadow time after the last pass.
     head_shadow: Option<(i64, i64)>,
@@ -277,7 +279,7 @@ impl Simulator {
             profile,
             resv: BTreeSet::new(),
             arrived: Vec::new(),
-            compress: false,
+            released_until: None,
             los: LosTables::default(),
             head_shadow: None,
         }
@@ -524,7 +526,7 @@ impl Simulator {
             && self.now < expected_end
         {
             p.release(self.now, expected_end, i64::from(procs));
-            self.compress = true;
+            self.note_release(expected_end);
         }
     }
 
@@ -554,7 +556,7 @@ impl Simulator {
                     if let Some(p) = &mut self.profile {
                         p.release(s, s + req, i64::from(procs));
                     }
-                    self.compress = true;
+                    self.note_release(s + req);
                 } else {
                     self.arrived.retain(|&a| a != seq);
                 }
@@ -710,9 +712,8 @@ impl Simulator {
 
     fn schedule_conservative(&mut self, out: &mut Vec<SimEvent>) {
         let now = self.now;
-        if self.compress {
-            self.compress = false;
-            self.compress_queue();
+        if let Some(until) = self.released_until.take() {
+            self.compress_queue(until);
         }
         let arrived = std::mem::take(&mut self.arrived);
         for &seq in &arrived {
@@ -742,11 +743,22 @@ impl Simulator {
         }
     }
 
+    fn note_release(&mut self, until: i64) {
+        self.released_until = Some(self.released_until.map_or(until, |u| u.max(until)));
+    }
+
     /// Moves every waiting job, in queue order, to its earliest fit (never later than
     /// its current reservation): Cirne's promotion of jobs into a hole left by a job
     /// that ended early, repeated until nothing moves (a job moved up can open a hole
     /// for one ahead of it in the queue).
-    fn compress_queue(&mut self) {
+    ///
+    /// Every waiting job is at its earliest fit between compressions (placed by first
+    /// fit; nothing but releases adds capacity), so a job can only move into a window
+    /// that overlaps capacity released since — a start before `released_until`, which
+    /// grows as moved jobs release their old slots. That bound keeps each check to the
+    /// near part of the profile, and the check leaves the profile untouched unless the
+    /// job moves.
+    fn compress_queue(&mut self, mut released_until: i64) {
         let now = self.now;
         let keys: Vec<QKey> = self.queue.iter().copied().collect();
         loop {
@@ -761,19 +773,21 @@ impl Simulator {
                 }
                 let (procs, req) = (i64::from(e.job.procs), e.job.requested);
                 let p = self.profile.as_mut().expect("conservative keeps a profile");
+                let limit = old.min(released_until);
+                let Some(s) =
+                    p.earliest_fit_before(now, procs, req, limit, (old, old + req, procs))
+                else {
+                    continue;
+                };
                 p.release(old, old + req, procs);
-                let s = p.earliest_fit(now, procs, req).expect("it fit before");
-                debug_assert!(s <= old, "compression moved a job later");
                 p.reserve(s, s + req, procs);
-                if s != old {
-                    moved = true;
-                    self.resv.remove(&(old, seq));
-                    self.resv.insert((s, seq));
-                    self.jobs.get_mut(&seq).expect("waiting").state =
-                        State::Waiting { resv: Some(s) };
-                    if s > now {
-                        self.heap.push(Reverse((s, WAKE, seq)));
-                    }
+                released_until = released_until.max(old + req);
+                moved = true;
+                self.resv.remove(&(old, seq));
+                self.resv.insert((s, seq));
+                self.jobs.get_mut(&seq).expect("waiting").state = State::Waiting { resv: Some(s) };
+                if s > now {
+                    self.heap.push(Reverse((s, WAKE, seq)));
                 }
             }
             if !moved {
