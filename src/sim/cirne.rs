@@ -361,7 +361,8 @@ impl CirneModel {
     }
 
     fn rate_factor(&self) -> f64 {
-        f64::from(self.processors) / f64::from(self.pattern.origin_processors()) * self.kappa
+        self.level * f64::from(self.processors) / f64::from(self.pattern.origin_processors())
+            * self.kappa
             / self.load_scale
     }
 
@@ -651,10 +652,15 @@ mod tests {
         assert!((mean_a - 0.3131).abs() < 0.005, "mean a {mean_a}");
         let at_one = frac(&|j| j.accuracy == 1.0);
         assert!((at_one - 0.0883).abs() < 0.006, "a = 1: {at_one}");
-        // Arrival count: about the polynomial's daily integral times P/O.
+        // Arrival count: the CTC log's jobs per day times P/O.
         let days = jobs.last().unwrap().job.submit as f64 / 86400.0;
         let per_day = n / days;
-        let expect = m.jobs_per_day();
+        let expect = 79279.0 / 339.0 * 500.0 / 430.0;
+        assert!(
+            (m.jobs_per_day() / expect - 1.0).abs() < 1e-3,
+            "{}",
+            m.jobs_per_day()
+        );
         assert!(
             (per_day / expect - 1.0).abs() < 0.05,
             "{per_day} vs {expect}"

@@ -142,6 +142,9 @@ pub fn sa_run(cfg: &SaExperiment, run: u64) -> SaRunRecord {
             cancel_at: None,
             ..t.clone()
         };
+        // Once the target starts its end is known (its run time, cut at its request),
+        // so the simulation stops there.
+        let run = rest[k].effective_runtime();
         let mut end = None;
         let mut i = 0;
         // Invariant: every job arriving at or before the clock has been submitted.
@@ -157,7 +160,7 @@ pub fn sa_run(cfg: &SaExperiment, run: u64) -> SaRunRecord {
             };
             events.clear();
             sim.advance_to(next, &mut events);
-            end = target_end(&events, t.id);
+            end = target_start(&events, t.id).map(|s| s + run);
         }
         turnaround.push(end.expect("the target job ends") - t.submit);
     }
@@ -173,10 +176,10 @@ pub fn sa_run(cfg: &SaExperiment, run: u64) -> SaRunRecord {
     }
 }
 
-fn target_end(events: &[SimEvent], id: i64) -> Option<i64> {
+fn target_start(events: &[SimEvent], id: i64) -> Option<i64> {
     events
         .iter()
-        .find(|e| e.job == id && matches!(e.kind, EventKind::Ended { .. }))
+        .find(|e| e.job == id && e.kind == EventKind::Started)
         .map(|e| e.time)
 }
 

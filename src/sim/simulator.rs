@@ -761,9 +761,15 @@ impl Simulator {
     fn compress_queue(&mut self, mut released_until: i64) {
         let now = self.now;
         let keys: Vec<QKey> = self.queue.iter().copied().collect();
+        // Jobs after the last one moved in a pass have seen every move of that pass;
+        // a pass that has moved nothing yet can stop there.
+        let mut last_moved = keys.len();
         loop {
-            let mut moved = false;
-            for &(_, _, seq) in &keys {
+            let mut moved_at = None;
+            for (idx, &(_, _, seq)) in keys.iter().enumerate() {
+                if moved_at.is_none() && idx >= last_moved {
+                    break;
+                }
                 let e = &self.jobs[&seq];
                 let State::Waiting { resv: Some(old) } = e.state else {
                     continue;
@@ -782,7 +788,7 @@ impl Simulator {
                 p.release(old, old + req, procs);
                 p.reserve(s, s + req, procs);
                 released_until = released_until.max(old + req);
-                moved = true;
+                moved_at = Some(idx);
                 self.resv.remove(&(old, seq));
                 self.resv.insert((s, seq));
                 self.jobs.get_mut(&seq).expect("waiting").state = State::Waiting { resv: Some(s) };
@@ -790,8 +796,9 @@ impl Simulator {
                     self.heap.push(Reverse((s, WAKE, seq)));
                 }
             }
-            if !moved {
-                break;
+            match moved_at {
+                Some(idx) => last_moved = idx,
+                None => break,
             }
         }
     }
@@ -834,6 +841,26 @@ mod tests {
         ] {
             assert!(Policy::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn events_serialize_flat_for_clients() {
+        let e = SimEvent {
+            time: 7,
+            kind: EventKind::Ended {
+                how: EndKind::Killed,
+            },
+            job: 3,
+            queue: 2,
+            procs: 4,
+            requested: 60,
+        };
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            json,
+            r#"{"time":7,"event":"ended","how":"killed","job":3,"queue":2,"procs":4,"requested":60}"#
+        );
+        assert_eq!(serde_json::from_str::<SimEvent>(&json).unwrap(), e);
     }
 
     #[test]
