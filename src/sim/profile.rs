@@ -71,28 +71,7 @@ impl Profile {
     /// period is too narrow (in a simulation it is the empty machine, so a job no
     /// larger than the machine always fits).
     pub fn earliest_fit(&self, from: i64, procs: i64, duration: i64) -> Option<i64> {
-        if self.steps.last().is_none_or(|s| s.1 < procs) {
-            return None;
-        }
-        let mut i = self.index_at(from);
-        let mut start = from.max(self.steps[i].0);
-        'candidate: loop {
-            // Skip steps that cannot hold the job at all.
-            while self.steps[i].1 < procs {
-                i += 1;
-                start = self.steps[i].0;
-            }
-            let end = start.saturating_add(duration.max(0));
-            let mut k = i + 1;
-            while k < self.steps.len() && self.steps[k].0 < end {
-                if self.steps[k].1 < procs {
-                    i = k;
-                    continue 'candidate;
-                }
-                k += 1;
-            }
-            return Some(start);
-        }
+        self.earliest_fit_before(from, procs, duration, FOREVER, (0, 0, 0))
     }
 
     /// Like [`Self::earliest_fit`] but only for starts before `limit`, and counting
