@@ -182,7 +182,9 @@ impl QueuePredictor {
         config.validate()?;
         let params = SeriesParams {
             trim: config.features.trim,
-            cap: config.window_cap,
+            // The cap belongs to trimming (qbets.md §2): the plain method of Table 4.1
+            // uses the whole history.
+            cap: if config.features.trim { config.window_cap } else { usize::MAX },
             trim_quantile: config.trim_quantile,
             trim_confidence: config.trim_confidence,
         };
