@@ -45,6 +45,13 @@ pub struct Args {
     /// walltime-then-nodes. Default: the engine's default.
     #[arg(long)]
     pub attribute: Option<Attribute>,
+    /// Quantile of the availability series' bounds (qbets.md §4 fixes 0.95).
+    #[arg(long, default_value_t = 0.95, hide = true)]
+    pub avail_quantile: f64,
+    /// Keep waits that overlapped a maybe-down period out of the history (qbets.md §4's
+    /// rule; off by default, see EVALUATION.md).
+    #[arg(long)]
+    pub exclude_down_waits: bool,
     /// Replay only queues with at least this many jobs (with a known wait).
     #[arg(long, default_value_t = 0)]
     pub min_jobs: usize,
@@ -108,6 +115,8 @@ pub fn run(args: Args) -> Result<()> {
         features: args.features,
         ..Config::default()
     };
+    config.avail_quantile = args.avail_quantile;
+    config.exclude_down_waits = args.exclude_down_waits;
     if let Some(a) = args.attribute {
         config.attribute = a;
     }

@@ -34,12 +34,13 @@ pub struct Availability {
 }
 
 impl Availability {
-    /// A detector whose series trim like `params` (levels are the test's, q and C).
-    pub fn new(params: SeriesParams) -> Self {
+    /// A detector whose series trim like `params` and bound at level `c` on the `q`
+    /// quantile.
+    pub fn new(params: SeriesParams, q: f64, c: f64) -> Self {
         let series = SeriesParams { trim: true, ..params };
         Self {
-            q: params.trim_quantile,
-            c: params.trim_confidence,
+            q,
+            c,
             arrivals: Series::new(Method::Binomial, series),
             gaps: Series::new(Method::Binomial, series),
             last_release: None,
@@ -57,7 +58,8 @@ impl Availability {
             let since = last + b.floor() as i64 + 1;
             (now >= since).then_some(since)
         });
-        match (by_time, self.arrival_trigger.filter(|&t| t <= now)) {
+        let by_count = self.arrival_trigger.filter(|&t| t <= now);
+        match (by_time, by_count) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -137,7 +139,7 @@ mod tests {
     /// during the outage and up again at the next release.
     #[test]
     fn an_injected_outage_is_detected_and_cleared_by_the_next_release() {
-        let mut a = Availability::new(params());
+        let mut a = Availability::new(params(), 0.95, 0.95);
         let mut rng = crate::engine::rare::Rng::new(8);
         let mut t = 0i64;
         let mut flagged = 0;
@@ -181,7 +183,7 @@ mod tests {
 
     #[test]
     fn arrival_count_alone_can_mark_the_queue_down() {
-        let mut a = Availability::new(params());
+        let mut a = Availability::new(params(), 0.95, 0.95);
         let mut t = 0;
         for _ in 0..300 {
             a.observe_arrival(t + 1);

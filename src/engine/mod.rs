@@ -267,6 +267,16 @@ pub struct Config {
     /// series, which use the same levels).
     pub trim_quantile: f64,
     pub trim_confidence: f64,
+    /// Quantile and confidence of the availability series' bounds (§4).
+    pub avail_quantile: f64,
+    pub avail_confidence: f64,
+    /// Keep waits that overlapped a maybe-down period out of the history (§4). Off by
+    /// default: measured on the archive's traces, the maybe-down periods found at
+    /// 0.95/0.95 cover so many pending jobs (bursts of submissions, long overnight
+    /// gaps between releases) that excluding their waits removes a fifth to a half of
+    /// the history — the long waits first — and correctness falls from ≈ 0.96 to
+    /// ≈ 0.65 (EVALUATION.md, "QBETS on real traces").
+    pub exclude_down_waits: bool,
 }
 
 impl Default for Config {
@@ -281,6 +291,9 @@ impl Default for Config {
             k_max: 10,
             trim_quantile: 0.95,
             trim_confidence: 0.95,
+            avail_quantile: 0.95,
+            avail_confidence: 0.95,
+            exclude_down_waits: false,
         }
     }
 }
@@ -325,6 +338,8 @@ impl Config {
         };
         level("trim_quantile", self.trim_quantile)?;
         level("trim_confidence", self.trim_confidence)?;
+        level("avail_quantile", self.avail_quantile)?;
+        level("avail_confidence", self.avail_confidence)?;
         let keep = binomial::min_history(self.trim_quantile, self.trim_confidence);
         let at_least = |field, v: usize, min: usize| {
             if v >= min {

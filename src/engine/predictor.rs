@@ -204,7 +204,7 @@ impl QueuePredictor {
             min_cluster,
             history: VecDeque::new(),
             since_recluster: 0,
-            avail: Availability::new(params),
+            avail: Availability::new(params, config.avail_quantile, config.avail_confidence),
             observed: 0,
             excluded_down: 0,
             reclusterings: 0,
@@ -253,7 +253,7 @@ impl QueuePredictor {
     pub fn observe_start(&mut self, submit: i64, start: i64, shape: JobShape) {
         if self.config.features.avail {
             self.avail.observe_release(start);
-            if self.avail.overlaps_down(submit, start) {
+            if self.config.exclude_down_waits && self.avail.overlaps_down(submit, start) {
                 self.excluded_down += 1;
                 return;
             }
