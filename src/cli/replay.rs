@@ -52,6 +52,18 @@ pub struct Args {
     /// rule; off by default, see EVALUATION.md).
     #[arg(long)]
     pub exclude_down_waits: bool,
+    /// Most clusters per level (engine default 10).
+    #[arg(long, hide = true)]
+    pub k_max: Option<usize>,
+    /// Most observations kept per queue for re-clustering.
+    #[arg(long, hide = true)]
+    pub history_cap: Option<usize>,
+    /// Most waits in one cluster's window.
+    #[arg(long, hide = true)]
+    pub window_cap: Option<usize>,
+    /// Re-cluster after this many observations.
+    #[arg(long, hide = true)]
+    pub recluster_every: Option<usize>,
     /// Replay only queues with at least this many jobs (with a known wait).
     #[arg(long, default_value_t = 0)]
     pub min_jobs: usize,
@@ -59,8 +71,11 @@ pub struct Args {
     #[arg(long)]
     pub predictions: Option<PathBuf>,
     /// Print one JSON document instead of tables.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "markdown")]
     pub json: bool,
+    /// Print one Markdown table row per queue (as in EVALUATION.md) instead of tables.
+    #[arg(long)]
+    pub markdown: bool,
 }
 
 /// One queue's jobs, ready for the engine.
@@ -117,6 +132,18 @@ pub fn run(args: Args) -> Result<()> {
     };
     config.avail_quantile = args.avail_quantile;
     config.exclude_down_waits = args.exclude_down_waits;
+    if let Some(v) = args.k_max {
+        config.k_max = v;
+    }
+    if let Some(v) = args.history_cap {
+        config.history_cap = v;
+    }
+    if let Some(v) = args.window_cap {
+        config.window_cap = v;
+    }
+    if let Some(v) = args.recluster_every {
+        config.recluster_every = v;
+    }
     if let Some(a) = args.attribute {
         config.attribute = a;
     }
@@ -146,7 +173,9 @@ pub fn run(args: Args) -> Result<()> {
             write_predictions(w, q, &opts.methods, &r.predictions)?;
         }
         let clusters = r.predictors.first().map_or(0, |p| p.clusters().len());
-        if !args.json {
+        if args.markdown {
+            markdown_row(&mut out, &args.trace, q, &r.scores, clusters);
+        } else if !args.json {
             table(&mut out, q, &r.scores, clusters);
         }
         all_scores.push((q, r.scores, clusters));
@@ -183,6 +212,8 @@ pub fn run(args: Args) -> Result<()> {
                 .collect(),
         };
         println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else if args.markdown {
+        print!("{out}");
     } else {
         print!(
             "{}: features {}, clustering by {}, q = {}, C = {}\n{out}",
@@ -321,6 +352,34 @@ fn table(out: &mut String, q: &QueueJobs, scores: &[MethodScore], clusters: usiz
             ratio
         );
     }
+}
+
+/// `| trace | queue | jobs | predicted | down | clusters | correct × methods | accuracy × methods |`,
+/// a correct method's figures in bold (as in the dissertation's tables).
+fn markdown_row(out: &mut String, trace: &Path, q: &QueueJobs, scores: &[MethodScore], clusters: usize) {
+    let name = trace
+        .file_name()
+        .map(|n| n.to_string_lossy().trim_end_matches(".swf.gz").trim_end_matches(".swf").to_string())
+        .unwrap_or_default();
+    let label = match &q.name {
+        Some(n) => format!("{} ({n})", q.label),
+        None => q.label.clone(),
+    };
+    let bold = |s: &MethodScore, text: String| if s.is_correct { format!("**{text}**") } else { text };
+    let first = &scores[0];
+    let _ = write!(
+        out,
+        "| {name} | {label} | {} | {} | {} | {clusters} |",
+        first.jobs, first.compared, first.maybe_down
+    );
+    for s in scores {
+        let _ = write!(out, " {} |", bold(s, format!("{:.4}", s.correct_fraction)));
+    }
+    for s in scores {
+        let text = s.accuracy_ratio.map_or("–".to_string(), |r| format!("{r:.2}"));
+        let _ = write!(out, " {} |", bold(s, text));
+    }
+    out.push('\n');
 }
 
 fn write_predictions(
