@@ -208,7 +208,10 @@ mod tests {
         let bm = &r.scores[0];
         assert_eq!(bm.jobs, 5_000);
         assert_eq!(bm.predicted + bm.insufficient_history + bm.maybe_down, 5_000);
-        assert!(bm.predicted > 4_800, "{bm:?}");
+        // Availability inference flags about 5% of a Poisson-like release stream (its
+        // bounds are 0.95 quantiles); everything else past the first 59 is predicted.
+        assert!(bm.maybe_down < 400, "{bm:?}");
+        assert!(bm.predicted + bm.maybe_down > 4_900, "{bm:?}");
         // Stationary exponential waits: the method is correct and sits near 95%.
         assert!(bm.correct_fraction >= 0.95 && bm.correct_fraction < 0.99, "{bm:?}");
         assert_eq!(bm.accuracy_ratio, Some(1.0));
@@ -226,7 +229,14 @@ mod tests {
     #[test]
     fn clustering_finds_the_walltime_classes() {
         let jobs = synthetic(6_000, 2);
-        let r = replay(&jobs, &ReplayOptions::default(), &mut |_| {}).unwrap();
+        let by_walltime = ReplayOptions {
+            config: Config {
+                attribute: crate::engine::Attribute::Walltime,
+                ..Config::default()
+            },
+            ..ReplayOptions::default()
+        };
+        let r = replay(&jobs, &by_walltime, &mut |_| {}).unwrap();
         let clusters = r.predictors[0].clusters();
         assert_eq!(clusters.len(), 3, "{clusters:#?}");
         // Bounds grow with the class's walltime, as the synthetic waits do.
