@@ -16,9 +16,30 @@ use statrs::function::beta::{beta_reg, inv_beta_reg};
 
 /// `k[n]` for one (q, C): the 1-based rank of the order statistic that bounds the q
 /// quantile from above at level C with n observations, or 0 when no rank qualifies.
+///
+/// Extended one n at a time in O(1): k(n + 1) is k(n) or k(n) + 1, and with m = k − 1
+/// the recurrences F(n+1, m) = F(n, m) − q·pmf(n, m) and
+/// F(n+1, m+1) = F(n+1, m) + pmf(n+1, m+1) carry the binomial CDF along. The running
+/// values are re-anchored on the exact incomplete-beta value every
+/// [`ANCHOR_EVERY`] steps, and any decision closer to C than [`NEAR`] is taken on
+/// the exact value, so the table is exact while costing nanoseconds per entry.
 #[derive(Debug, Default)]
 struct KTable {
     k: Vec<u32>,
+    /// F(n, k − 1) and pmf(n, k − 1) for the last n in the table (once k > 0).
+    cdf: f64,
+    pmf: f64,
+}
+
+/// Steps between exact re-anchorings of the running CDF.
+const ANCHOR_EVERY: usize = 4096;
+/// Decisions within this distance of C are re-checked exactly.
+const NEAR: f64 = 1e-9;
+
+fn ln_pmf(n: usize, m: usize, q: f64) -> f64 {
+    use statrs::function::gamma::ln_gamma;
+    let (nf, mf) = (n as f64, m as f64);
+    ln_gamma(nf + 1.0) - ln_gamma(mf + 1.0) - ln_gamma(nf - mf + 1.0) + mf * q.ln() + (nf - mf) * (-q).ln_1p()
 }
 
 impl KTable {
@@ -28,20 +49,44 @@ impl KTable {
             self.k.push(0); // n = 0: never a bound
         }
         while self.k.len() <= n {
-            let m = self.k.len();
-            let prev = *self.k.last().expect("table starts non-empty");
-            // k(m) ≥ k(m − 1): start the search there (or at 1).
-            let mut k = prev.max(1) as usize;
-            let found = loop {
-                if k > m {
-                    break 0;
+            let m1 = self.k.len(); // the n being added
+            let prev = *self.k.last().expect("table starts non-empty") as usize;
+            if prev == 0 {
+                // No bound yet: it appears once k = n qualifies, 1 − q^n ≥ C.
+                if binom_cdf_below(m1, m1, q) >= c {
+                    self.k.push(m1 as u32);
+                    self.cdf = binom_cdf_below(m1, m1, q);
+                    self.pmf = ln_pmf(m1, m1 - 1, q).exp();
+                } else {
+                    self.k.push(0);
                 }
-                if binom_cdf_below(m, k, q) >= c {
-                    break k as u32;
-                }
-                k += 1;
-            };
-            self.k.push(found);
+                continue;
+            }
+            let m = prev - 1; // k(n0) − 1
+            let exact = m1 % ANCHOR_EVERY == 0;
+            // F(n0 + 1, m) and pmf(n0 + 1, m).
+            let mut f = self.cdf - q * self.pmf;
+            if exact || (f - c).abs() < NEAR {
+                f = beta_reg((m1 - m) as f64, (m + 1) as f64, 1.0 - q);
+            }
+            let pmf_m = self.pmf * (m1 as f64) / ((m1 - m) as f64) * (1.0 - q);
+            if f >= c {
+                self.k.push(prev as u32);
+                self.cdf = f;
+                self.pmf = if exact { ln_pmf(m1, m, q).exp() } else { pmf_m };
+                continue;
+            }
+            // k(n0 + 1) = k(n0) + 1 (≤ n0 + 1 always holds here: k(n0) ≤ n0).
+            let pmf_next = self.pmf * (m1 as f64) / ((m + 1) as f64) * q;
+            let mut f2 = f + pmf_next;
+            let k2 = prev + 1;
+            if exact || (f2 - c).abs() < NEAR {
+                f2 = binom_cdf_below(m1, k2, q);
+            }
+            debug_assert!(f2 >= c - NEAR, "k grows by at most one per step");
+            self.k.push(k2 as u32);
+            self.cdf = f2;
+            self.pmf = if exact { ln_pmf(m1, k2 - 1, q).exp() } else { pmf_next };
         }
     }
 }
@@ -98,7 +143,7 @@ pub fn upper_rank(n: usize, q: f64, c: f64) -> Option<usize> {
     }
     let mut write = table.write().unwrap_or_else(|e| e.into_inner());
     // Grow geometrically so a growing history costs amortised O(1) table work.
-    let target = n.max(write.k.len() * 2).max(64);
+    let target = n.max(write.k.len() + write.k.len() / 4).max(64);
     write.extend_to(target, q, c);
     let k = write.k[n];
     (k > 0).then_some(k as usize)
@@ -214,6 +259,15 @@ mod tests {
                 let naive = (1..=n).find(|&k| cdf(n, k - 1, q) >= c);
                 assert_eq!(upper_rank(n, q, c), naive, "n={n} q={q} c={c}");
                 assert_eq!(upper_rank_uncached(n, q, c), naive, "n={n} q={q} c={c}");
+            }
+        }
+    }
+
+    #[test]
+    fn incremental_table_agrees_with_exact_search() {
+        for &(q, c) in &[(0.95, 0.95), (0.05, 0.95), (0.5, 0.95), (0.99, 0.9), (0.9, 0.99)] {
+            for n in (1..30_000).step_by(7) {
+                assert_eq!(upper_rank(n, q, c), upper_rank_uncached(n, q, c), "n={n} q={q} c={c}");
             }
         }
     }
