@@ -73,5 +73,49 @@ fn deadline(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, update_and_predict, deadline);
+/// The replay alone (trace already in memory): SDSC-BLUE's 243k jobs, every queue on
+/// its own, plain and full, binomial method. Needs `$QBETS_TRACES`.
+fn replay_blue(c: &mut Criterion) {
+    use qbets::engine::JobRecord;
+    use qbets::engine::replay::{ReplayOptions, replay};
+    use std::collections::BTreeMap;
+    let dir = std::env::var("QBETS_TRACES").expect("QBETS_TRACES names the traces directory");
+    let t = qbets::trace::swf::read_file(std::path::Path::new(&dir).join("SDSC-BLUE-2000-4.2-cln.swf.gz").as_path())
+        .expect("SDSC-BLUE trace");
+    let mut queues: BTreeMap<i64, Vec<JobRecord>> = BTreeMap::new();
+    for r in t.records.iter().filter(|r| r.wait().is_some()) {
+        queues.entry(r.queue).or_default().push(JobRecord {
+            submit: r.submit,
+            start: r.start(),
+            shape: JobShape {
+                nodes: r.procs().unwrap_or(0) as u64,
+                walltime_s: r.requested_time().unwrap_or(0) as u64,
+            },
+        });
+    }
+    let total: usize = queues.values().map(Vec::len).sum();
+    let mut group = c.benchmark_group("replay SDSC-BLUE");
+    group.throughput(Throughput::Elements(total as u64));
+    group.sample_size(10);
+    for (label, features) in [("plain", Features::NONE), ("full", Features::ALL)] {
+        let opts = ReplayOptions {
+            config: Config {
+                features,
+                ..Config::default()
+            },
+            ..ReplayOptions::default()
+        };
+        group.bench_function(label, |b| {
+            b.iter(|| {
+                queues
+                    .values()
+                    .map(|jobs| replay(jobs, &opts, &mut |_| {}).expect("valid options").scores[0].correct)
+                    .sum::<usize>()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, update_and_predict, deadline, replay_blue);
 criterion_main!(benches);
