@@ -9,6 +9,7 @@
 //!
 //! May import: std, statrs.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -103,9 +104,39 @@ fn binom_cdf_below(n: usize, k: usize, q: f64) -> f64 {
 
 type Key = (u64, u64);
 
+/// The shared tables, one per (q, C), each behind its own lock for extension.
 fn tables() -> &'static RwLock<HashMap<Key, Arc<RwLock<KTable>>>> {
     static TABLES: OnceLock<RwLock<HashMap<Key, Arc<RwLock<KTable>>>>> = OnceLock::new();
     TABLES.get_or_init(Default::default)
+}
+
+thread_local! {
+    /// Immutable snapshots of the tables this thread used last: the hot path (one
+    /// lookup per prediction and two per observation) is a key compare and an index,
+    /// with no lock and no hashing. A snapshot is refreshed when n runs past it.
+    static SNAPSHOTS: RefCell<Vec<(Key, Arc<Vec<u32>>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A snapshot of the (q, C) table covering at least `n`.
+fn snapshot(key: Key, n: usize, q: f64, c: f64) -> Arc<Vec<u32>> {
+    let table = {
+        let read = tables().read().unwrap_or_else(|e| e.into_inner());
+        read.get(&key).cloned()
+    };
+    let table = match table {
+        Some(t) => t,
+        None => {
+            let mut write = tables().write().unwrap_or_else(|e| e.into_inner());
+            write.entry(key).or_default().clone()
+        }
+    };
+    let mut write = table.write().unwrap_or_else(|e| e.into_inner());
+    if write.k.len() <= n {
+        // Grow geometrically so a growing history costs amortised O(1) table work.
+        let target = n.max(write.k.len() + write.k.len() / 4).max(64);
+        write.extend_to(target, q, c);
+    }
+    Arc::new(write.k.clone())
 }
 
 /// Whether (q, C) are usable levels: both strictly between 0 and 1.
@@ -124,29 +155,25 @@ pub fn upper_rank(n: usize, q: f64, c: f64) -> Option<usize> {
         return None;
     }
     let key = (q.to_bits(), c.to_bits());
-    let table = {
-        let read = tables().read().unwrap_or_else(|e| e.into_inner());
-        read.get(&key).cloned()
-    };
-    let table = match table {
-        Some(t) => t,
-        None => {
-            let mut write = tables().write().unwrap_or_else(|e| e.into_inner());
-            write.entry(key).or_default().clone()
+    SNAPSHOTS.with(|cell| {
+        let mut snaps = cell.borrow_mut();
+        let i = match snaps.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                // Few distinct levels are in use at once; forget the oldest beyond 16.
+                if snaps.len() >= 16 {
+                    snaps.remove(0);
+                }
+                snaps.push((key, snapshot(key, n, q, c)));
+                snaps.len() - 1
+            }
+        };
+        if snaps[i].1.len() <= n {
+            snaps[i].1 = snapshot(key, n, q, c);
         }
-    };
-    {
-        let read = table.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(&k) = read.k.get(n) {
-            return (k > 0).then_some(k as usize);
-        }
-    }
-    let mut write = table.write().unwrap_or_else(|e| e.into_inner());
-    // Grow geometrically so a growing history costs amortised O(1) table work.
-    let target = n.max(write.k.len() + write.k.len() / 4).max(64);
-    write.extend_to(target, q, c);
-    let k = write.k[n];
-    (k > 0).then_some(k as usize)
+        let k = snaps[i].1[n];
+        (k > 0).then_some(k as usize)
+    })
 }
 
 /// The 1-based rank j of the order statistic x(j) that is a lower level-`c` confidence
@@ -194,7 +221,8 @@ pub fn deadline_probability(m: usize, n: usize, c: f64) -> f64 {
         if q <= 0.0 {
             return 0.0;
         }
-        if valid_level(q) && upper_rank_uncached(n, q, c).is_some_and(|k| k <= m) {
+        // upper_rank(n, q, c) ≤ m  ⇔  P(Bin(n, q) ≤ m − 1) ≥ c (the CDF rises with k).
+        if valid_level(q) && binom_cdf_below(n, m, q) >= c {
             return q;
         }
         q -= step;

@@ -40,7 +40,8 @@ impl SeriesParams {
 pub struct Series {
     method: Method,
     params: SeriesParams,
-    window: VecDeque<u64>,
+    /// Values in arrival order, each with its y = log(1 + x) (computed once).
+    window: VecDeque<(u64, f64)>,
     tree: OsTree,
     sum_y: f64,
     sum_y2: f64,
@@ -112,7 +113,7 @@ impl Series {
 
     /// The window's values, oldest first.
     pub fn values(&self) -> impl Iterator<Item = u64> + '_ {
-        self.window.iter().copied()
+        self.window.iter().map(|&(x, _)| x)
     }
 
     /// Takes in one observation; returns whether it completed a change point (and the
@@ -180,23 +181,22 @@ impl Series {
 
     fn push_back(&mut self, x: u64) {
         let yx = y(x);
-        if let Some(&last) = self.window.back() {
-            self.sum_lag += y(last) * yx;
+        if let Some(&(_, last)) = self.window.back() {
+            self.sum_lag += last * yx;
         }
         self.sum_y += yx;
         self.sum_y2 += yx * yx;
-        self.window.push_back(x);
+        self.window.push_back((x, yx));
         self.tree.insert(x);
         self.weibull_stale += 1;
     }
 
     fn pop_front(&mut self) {
-        let Some(x) = self.window.pop_front() else {
+        let Some((x, yx)) = self.window.pop_front() else {
             return;
         };
-        let yx = y(x);
-        if let Some(&next) = self.window.front() {
-            self.sum_lag -= yx * y(next);
+        if let Some(&(_, next)) = self.window.front() {
+            self.sum_lag -= yx * next;
         }
         self.sum_y -= yx;
         self.sum_y2 -= yx * yx;
@@ -208,8 +208,7 @@ impl Series {
     fn recompute_sums(&mut self) {
         let (mut s, mut s2, mut lag) = (0.0, 0.0, 0.0);
         let mut prev: Option<f64> = None;
-        for &x in &self.window {
-            let yx = y(x);
+        for &(_, yx) in &self.window {
             s += yx;
             s2 += yx * yx;
             if let Some(p) = prev {
@@ -232,7 +231,7 @@ impl Series {
         if self.weibull.is_some() && self.weibull_stale * 64 < n {
             return;
         }
-        let ys: Vec<f64> = self.window.iter().map(|&x| y(x)).collect();
+        let ys: Vec<f64> = self.window.iter().map(|&(_, yx)| yx).collect();
         self.weibull = Weibull::fit(&ys, self.weibull.map(|w| w.shape));
         self.weibull_stale = 0;
     }
@@ -245,8 +244,8 @@ impl Series {
         }
         let nf = n as f64;
         let mean = self.sum_y / nf;
-        let first = y(*self.window.front().expect("n ≥ 3"));
-        let last = y(*self.window.back().expect("n ≥ 3"));
+        let first = self.window.front().expect("n ≥ 3").1;
+        let last = self.window.back().expect("n ≥ 3").1;
         let den = self.sum_y2 - nf * mean * mean;
         if den <= 1e-12 * self.sum_y2.max(1.0) {
             return 0.0;
