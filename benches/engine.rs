@@ -80,8 +80,12 @@ fn replay_blue(c: &mut Criterion) {
     use qbets::engine::replay::{ReplayOptions, replay};
     use std::collections::BTreeMap;
     let dir = std::env::var("QBETS_TRACES").expect("QBETS_TRACES names the traces directory");
-    let t = qbets::trace::swf::read_file(std::path::Path::new(&dir).join("SDSC-BLUE-2000-4.2-cln.swf.gz").as_path())
-        .expect("SDSC-BLUE trace");
+    let t = qbets::trace::swf::read_file(
+        std::path::Path::new(&dir)
+            .join("SDSC-BLUE-2000-4.2-cln.swf.gz")
+            .as_path(),
+    )
+    .expect("SDSC-BLUE trace");
     let mut queues: BTreeMap<i64, Vec<JobRecord>> = BTreeMap::new();
     for r in t.records.iter().filter(|r| r.wait().is_some()) {
         queues.entry(r.queue).or_default().push(JobRecord {
@@ -109,7 +113,12 @@ fn replay_blue(c: &mut Criterion) {
             b.iter(|| {
                 queues
                     .values()
-                    .map(|jobs| replay(jobs, &opts, &mut |_| {}).expect("valid options").scores[0].correct)
+                    .map(|jobs| {
+                        replay(jobs, &opts, &mut |_| {})
+                            .expect("valid options")
+                            .scores[0]
+                            .correct
+                    })
                     .sum::<usize>()
             })
         });

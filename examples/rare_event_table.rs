@@ -10,15 +10,26 @@ use qbets::engine::rare;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let samples: u64 = args.next().map_or(100_000_000, |s| s.parse().expect("SAMPLES is an integer"));
-    let seed: u64 = args.next().map_or(2009, |s| s.parse().expect("SEED is an integer"));
-    println!("# rho  r  P(r-1 in a row)  P(r in a row)   (threshold {:.3e})", rare::RARE);
+    let samples: u64 = args
+        .next()
+        .map_or(100_000_000, |s| s.parse().expect("SAMPLES is an integer"));
+    let seed: u64 = args
+        .next()
+        .map_or(2009, |s| s.parse().expect("SEED is an integer"));
+    println!(
+        "# rho  r  P(r-1 in a row)  P(r in a row)   (threshold {:.3e})",
+        rare::RARE
+    );
     let table = rare::derive_table(samples, seed);
     for (rho, r, before, at) in &table {
         println!("{rho:5.2} {r:3}  {before:.4e}  {at:.4e}");
     }
     let entries: Vec<String> = table.iter().map(|t| t.1.to_string()).collect();
-    println!("pub const RUN_LENGTH: [u32; {}] = [{}];", table.len(), entries.join(", "));
+    println!(
+        "pub const RUN_LENGTH: [u32; {}] = [{}];",
+        table.len(),
+        entries.join(", ")
+    );
     let same = table.iter().zip(rare::RUN_LENGTH).all(|(t, r)| t.1 == r);
     println!("# matches the checked-in table: {same}");
 }

@@ -30,7 +30,11 @@ pub struct Args {
     #[arg(long)]
     pub queue: Option<String>,
     /// Methods, comma-separated: bm, lognormal, loguniform, weibull.
-    #[arg(long, default_value = "bm,lognormal,loguniform,weibull", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "bm,lognormal,loguniform,weibull",
+        value_delimiter = ','
+    )]
     pub methods: Vec<Method>,
     /// `all`, `none`, or a list of trim, cluster, avail.
     #[arg(long, default_value = "all")]
@@ -114,10 +118,16 @@ struct Document<'a> {
 /// Runs `qbets replay`.
 pub fn run(args: Args) -> Result<()> {
     if !(args.quantile > 0.0 && args.quantile < 1.0) {
-        bail!("--quantile: {} is not strictly between 0 and 1", args.quantile);
+        bail!(
+            "--quantile: {} is not strictly between 0 and 1",
+            args.quantile
+        );
     }
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
-        bail!("--confidence: {} is not strictly between 0 and 1", args.confidence);
+        bail!(
+            "--confidence: {} is not strictly between 0 and 1",
+            args.confidence
+        );
     }
     if args.methods.is_empty() {
         bail!("--methods: give at least one method");
@@ -155,16 +165,23 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut csv = match &args.predictions {
         Some(p) => {
-            let f = std::fs::File::create(p).with_context(|| format!("{}: cannot create", p.display()))?;
+            let f = std::fs::File::create(p)
+                .with_context(|| format!("{}: cannot create", p.display()))?;
             let mut w = BufWriter::new(f);
-            writeln!(w, "queue,job,submit,wait,nodes,walltime,method,prediction,status")?;
+            writeln!(
+                w,
+                "queue,job,submit,wait,nodes,walltime,method,prediction,status"
+            )?;
             Some(w)
         }
         None => None,
     };
     let mut out = String::new();
     let mut all_scores = Vec::new();
-    for q in queues.iter().filter(|q| q.jobs.len() >= args.min_jobs.max(1)) {
+    for q in queues
+        .iter()
+        .filter(|q| q.jobs.len() >= args.min_jobs.max(1))
+    {
         let pb = progress::bar(2 * q.jobs.len() as u64, "events");
         pb.set_message(format!("queue {}", q.label));
         let r = replay(&q.jobs, &opts, &mut |n| pb.set_position(n))?;
@@ -240,7 +257,8 @@ fn read_trace(path: &Path) -> Result<SwfTrace> {
     pb.set_message("reading");
     let pb2 = pb.clone();
     let input = swf::open(path, move |f| pb2.wrap_read(f))?;
-    let trace = SwfTrace::read(input).with_context(|| format!("{}: cannot read", path.display()))?;
+    let trace =
+        SwfTrace::read(input).with_context(|| format!("{}: cannot read", path.display()))?;
     pb.finish_and_clear();
     for e in trace.bad.iter().take(BAD_LINES_SHOWN) {
         eprintln!("{}:{}: {} (line skipped)", path.display(), e.line, e.reason);
@@ -253,7 +271,11 @@ fn read_trace(path: &Path) -> Result<SwfTrace> {
         );
     }
     if !trace.bad.is_empty() {
-        eprintln!("{}: {} malformed line(s) in total", path.display(), trace.bad.len());
+        eprintln!(
+            "{}: {} malformed line(s) in total",
+            path.display(),
+            trace.bad.len()
+        );
     }
     if trace.records.is_empty() {
         bail!("{}: no job lines in the trace", path.display());
@@ -275,11 +297,18 @@ fn split_queues(trace: &SwfTrace, which: Option<&str>, path: &Path) -> Result<Ve
     let field = trace.queue_field();
     let mut by_queue: BTreeMap<i64, Vec<&SwfRecord>> = BTreeMap::new();
     for r in &trace.records {
-        by_queue.entry(trace.queue_of(field, r)).or_default().push(r);
+        by_queue
+            .entry(trace.queue_of(field, r))
+            .or_default()
+            .push(r);
     }
     let make = |label: String, name: Option<String>, recs: Vec<&SwfRecord>| {
         let total = recs.len();
-        let records: Vec<SwfRecord> = recs.into_iter().filter(|r| r.wait().is_some()).cloned().collect();
+        let records: Vec<SwfRecord> = recs
+            .into_iter()
+            .filter(|r| r.wait().is_some())
+            .cloned()
+            .collect();
         let jobs = records
             .iter()
             .map(|r| JobRecord {
@@ -302,7 +331,11 @@ fn split_queues(trace: &SwfTrace, which: Option<&str>, path: &Path) -> Result<Ve
             .into_iter()
             .map(|(n, recs)| make(n.to_string(), name_of(n), recs))
             .collect()),
-        Some("all") => Ok(vec![make("all".into(), None, trace.records.iter().collect())]),
+        Some("all") => Ok(vec![make(
+            "all".into(),
+            None,
+            trace.records.iter().collect(),
+        )]),
         Some(s) => {
             let n: i64 = s
                 .parse()
@@ -311,7 +344,11 @@ fn split_queues(trace: &SwfTrace, which: Option<&str>, path: &Path) -> Result<Ve
                 Some(recs) => Ok(vec![make(n.to_string(), name_of(n), recs)]),
                 None => {
                     let have: Vec<String> = by_queue.keys().map(i64::to_string).collect();
-                    let what = if field == QueueField::Partition { "partition (field 16)" } else { "queue (field 15)" };
+                    let what = if field == QueueField::Partition {
+                        "partition (field 16)"
+                    } else {
+                        "queue (field 15)"
+                    };
                     bail!(
                         "{}: no {what} {n}; the trace has {}",
                         path.display(),
@@ -324,7 +361,11 @@ fn split_queues(trace: &SwfTrace, which: Option<&str>, path: &Path) -> Result<Ve
 }
 
 fn table(out: &mut String, q: &QueueJobs, scores: &[MethodScore], clusters: usize) {
-    let name = q.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+    let name = q
+        .name
+        .as_deref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
     let first = &scores[0];
     let _ = writeln!(
         out,
@@ -334,10 +375,20 @@ fn table(out: &mut String, q: &QueueJobs, scores: &[MethodScore], clusters: usiz
     let _ = writeln!(
         out,
         "  {:<10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>13} {:>8}",
-        "method", "predicted", "no-hist", "down", "compared", "correct", "ok?", "rms_over_s", "accuracy"
+        "method",
+        "predicted",
+        "no-hist",
+        "down",
+        "compared",
+        "correct",
+        "ok?",
+        "rms_over_s",
+        "accuracy"
     );
     for s in scores {
-        let ratio = s.accuracy_ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+        let ratio = s
+            .accuracy_ratio
+            .map_or("-".to_string(), |r| format!("{r:.2}"));
         let _ = writeln!(
             out,
             "  {:<10} {:>9} {:>9} {:>9} {:>9} {:>8.4} {:>8} {:>13.0} {:>8}",
@@ -356,16 +407,33 @@ fn table(out: &mut String, q: &QueueJobs, scores: &[MethodScore], clusters: usiz
 
 /// `| trace | queue | jobs | predicted | down | clusters | correct × methods | accuracy × methods |`,
 /// a correct method's figures in bold (as in the dissertation's tables).
-fn markdown_row(out: &mut String, trace: &Path, q: &QueueJobs, scores: &[MethodScore], clusters: usize) {
+fn markdown_row(
+    out: &mut String,
+    trace: &Path,
+    q: &QueueJobs,
+    scores: &[MethodScore],
+    clusters: usize,
+) {
     let name = trace
         .file_name()
-        .map(|n| n.to_string_lossy().trim_end_matches(".swf.gz").trim_end_matches(".swf").to_string())
+        .map(|n| {
+            n.to_string_lossy()
+                .trim_end_matches(".swf.gz")
+                .trim_end_matches(".swf")
+                .to_string()
+        })
         .unwrap_or_default();
     let label = match &q.name {
         Some(n) => format!("{} ({n})", q.label),
         None => q.label.clone(),
     };
-    let bold = |s: &MethodScore, text: String| if s.is_correct { format!("**{text}**") } else { text };
+    let bold = |s: &MethodScore, text: String| {
+        if s.is_correct {
+            format!("**{text}**")
+        } else {
+            text
+        }
+    };
     let first = &scores[0];
     let _ = write!(
         out,
@@ -376,7 +444,9 @@ fn markdown_row(out: &mut String, trace: &Path, q: &QueueJobs, scores: &[MethodS
         let _ = write!(out, " {} |", bold(s, format!("{:.4}", s.correct_fraction)));
     }
     for s in scores {
-        let text = s.accuracy_ratio.map_or("–".to_string(), |r| format!("{r:.2}"));
+        let text = s
+            .accuracy_ratio
+            .map_or("–".to_string(), |r| format!("{r:.2}"));
         let _ = write!(out, " {} |", bold(s, text));
     }
     out.push('\n');

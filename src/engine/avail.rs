@@ -37,7 +37,10 @@ impl Availability {
     /// A detector whose series trim like `params` and bound at level `c` on the `q`
     /// quantile.
     pub fn new(params: SeriesParams, q: f64, c: f64) -> Self {
-        let series = SeriesParams { trim: true, ..params };
+        let series = SeriesParams {
+            trim: true,
+            ..params
+        };
         Self {
             q,
             c,
@@ -152,14 +155,20 @@ mod tests {
             // Healthy traffic: the detector speaks at most rarely (its bounds are
             // 0.95 quantiles, so a few gaps legitimately exceed them).
             flagged += usize::from(a.down_since(t - 1).is_some());
-            assert_eq!(a.down_since(t - 60), None, "never before the shortest gap, step {i}");
+            assert_eq!(
+                a.down_since(t - 60),
+                None,
+                "never before the shortest gap, step {i}"
+            );
             a.observe_release(t);
         }
         assert!(flagged < 25, "{flagged} of 500 healthy gaps flagged");
         let last = t;
         assert_eq!(a.down_since(last + 30), None);
         // Outage: no releases; the time test fires once the gap passes B's bound (≤ 120 s).
-        let since = a.down_since(last + 6 * 3600).expect("down during the outage");
+        let since = a
+            .down_since(last + 6 * 3600)
+            .expect("down during the outage");
         assert!(since > last && since <= last + 121, "{since} vs {last}");
         let before = a.periods().count();
         assert_eq!(a.down_since(since - 1), None);
@@ -195,6 +204,10 @@ mod tests {
         assert_eq!(a.down_since(t + 2), None);
         a.observe_arrival(t + 2);
         assert_eq!(a.down_since(t + 2), Some(t + 2));
-        assert_eq!(a.down_since(t + 1), None, "not before the arrival that tipped it");
+        assert_eq!(
+            a.down_since(t + 1),
+            None,
+            "not before the arrival that tipped it"
+        );
     }
 }

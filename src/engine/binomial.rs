@@ -40,7 +40,9 @@ const NEAR: f64 = 1e-9;
 fn ln_pmf(n: usize, m: usize, q: f64) -> f64 {
     use statrs::function::gamma::ln_gamma;
     let (nf, mf) = (n as f64, m as f64);
-    ln_gamma(nf + 1.0) - ln_gamma(mf + 1.0) - ln_gamma(nf - mf + 1.0) + mf * q.ln() + (nf - mf) * (-q).ln_1p()
+    ln_gamma(nf + 1.0) - ln_gamma(mf + 1.0) - ln_gamma(nf - mf + 1.0)
+        + mf * q.ln()
+        + (nf - mf) * (-q).ln_1p()
 }
 
 impl KTable {
@@ -64,7 +66,7 @@ impl KTable {
                 continue;
             }
             let m = prev - 1; // k(n0) − 1
-            let exact = m1 % ANCHOR_EVERY == 0;
+            let exact = m1.is_multiple_of(ANCHOR_EVERY);
             // F(n0 + 1, m) and pmf(n0 + 1, m).
             let mut f = self.cdf - q * self.pmf;
             if exact || (f - c).abs() < NEAR {
@@ -87,7 +89,11 @@ impl KTable {
             debug_assert!(f2 >= c - NEAR, "k grows by at most one per step");
             self.k.push(k2 as u32);
             self.cdf = f2;
-            self.pmf = if exact { ln_pmf(m1, k2 - 1, q).exp() } else { pmf_next };
+            self.pmf = if exact {
+                ln_pmf(m1, k2 - 1, q).exp()
+            } else {
+                pmf_next
+            };
         }
     }
 }
@@ -150,7 +156,10 @@ pub fn valid_level(x: f64) -> bool {
 ///
 /// Panics only if q or c is outside (0, 1); callers validate user input first.
 pub fn upper_rank(n: usize, q: f64, c: f64) -> Option<usize> {
-    assert!(valid_level(q) && valid_level(c), "levels must lie in (0, 1)");
+    assert!(
+        valid_level(q) && valid_level(c),
+        "levels must lie in (0, 1)"
+    );
     if n == 0 {
         return None;
     }
@@ -293,9 +302,19 @@ mod tests {
 
     #[test]
     fn incremental_table_agrees_with_exact_search() {
-        for &(q, c) in &[(0.95, 0.95), (0.05, 0.95), (0.5, 0.95), (0.99, 0.9), (0.9, 0.99)] {
+        for &(q, c) in &[
+            (0.95, 0.95),
+            (0.05, 0.95),
+            (0.5, 0.95),
+            (0.99, 0.9),
+            (0.9, 0.99),
+        ] {
             for n in (1..30_000).step_by(7) {
-                assert_eq!(upper_rank(n, q, c), upper_rank_uncached(n, q, c), "n={n} q={q} c={c}");
+                assert_eq!(
+                    upper_rank(n, q, c),
+                    upper_rank_uncached(n, q, c),
+                    "n={n} q={q} c={c}"
+                );
             }
         }
     }

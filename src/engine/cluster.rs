@@ -157,7 +157,11 @@ impl Agglomerator {
 /// Clusters observations `(attribute, wait)` into at most `k_max` intervals, each with at
 /// least `min_size` observations where the data allow (qbets.md §3, steps 1–4).
 /// Returns the intervals in attribute order; empty input gives no intervals.
-pub fn cluster(obs: impl IntoIterator<Item = (u64, u64)>, min_size: usize, k_max: usize) -> Vec<Interval> {
+pub fn cluster(
+    obs: impl IntoIterator<Item = (u64, u64)>,
+    min_size: usize,
+    k_max: usize,
+) -> Vec<Interval> {
     // Step 1: one group per distinct attribute value, with n and S = Σ(wait + 1).
     let mut groups: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
     let mut total = 0usize;
@@ -288,7 +292,12 @@ mod tests {
     fn small_groups_are_merged_and_homogeneous_data_is_one_cluster() {
         let mut rng = Rng::new(1);
         let obs: Vec<(u64, u64)> = (0..5_000)
-            .map(|_| ((rng.uniform() * 1000.0) as u64, (-(1.0 - rng.uniform()).ln() * 600.0) as u64))
+            .map(|_| {
+                (
+                    (rng.uniform() * 1000.0) as u64,
+                    (-(1.0 - rng.uniform()).ln() * 600.0) as u64,
+                )
+            })
             .collect();
         let got = cluster(obs, 59, 10);
         assert_eq!(got.len(), 1, "{got:?}");
@@ -318,8 +327,16 @@ mod tests {
     #[test]
     fn assignment_uses_the_straddling_interval() {
         let iv = [
-            Interval { lo: 10, hi: 20, n: 1 },
-            Interval { lo: 30, hi: 40, n: 1 },
+            Interval {
+                lo: 10,
+                hi: 20,
+                n: 1,
+            },
+            Interval {
+                lo: 30,
+                hi: 40,
+                n: 1,
+            },
         ];
         assert_eq!(assign(&iv, 0), 0);
         assert_eq!(assign(&iv, 15), 0);

@@ -123,7 +123,10 @@ mod tests {
             job(10, None),    // 3 pending
             job(12, Some(0)), // 4 starts at 12
         ];
-        assert_eq!(render(&jobs), ["a0", "a1", "s1", "a2", "s2", "s0", "a3", "a4", "s4"]);
+        assert_eq!(
+            render(&jobs),
+            ["a0", "a1", "s1", "a2", "s2", "s0", "a3", "a4", "s4"]
+        );
     }
 
     #[test]

@@ -33,12 +33,14 @@ use serde::{Deserialize, Serialize};
 
 pub use events::{Event, EventKind, JobRecord, event_stream};
 pub use predictor::{
-    AttrKind, AttrRange, BoundAnswer, ClusterInfo, ClusterRange, ProbabilityAnswer, QueuePredictor, QueueState,
-    Status,
+    AttrKind, AttrRange, BoundAnswer, ClusterInfo, ClusterRange, ProbabilityAnswer, QueuePredictor,
+    QueueState, Status,
 };
 
 /// How a bound is computed from a window of waits (qbets.md §1 and §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, PartialOrd, Ord,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
     /// The non-parametric binomial method (the product's method).
@@ -54,7 +56,12 @@ pub enum Method {
 
 impl Method {
     /// All four methods, in the dissertation's table order.
-    pub const ALL: [Method; 4] = [Method::Binomial, Method::Lognormal, Method::Loguniform, Method::Weibull];
+    pub const ALL: [Method; 4] = [
+        Method::Binomial,
+        Method::Lognormal,
+        Method::Loguniform,
+        Method::Weibull,
+    ];
 
     /// The short name used on the command line and in tables (`bm`, `lognormal`, …).
     pub fn short(self) -> &'static str {
@@ -372,14 +379,22 @@ mod tests {
     fn names_parse_and_print() {
         assert_eq!("bm".parse::<Method>(), Ok(Method::Binomial));
         assert_eq!("weibull".parse::<Method>(), Ok(Method::Weibull));
-        assert!("gamma".parse::<Method>().unwrap_err().contains("unknown method"));
+        assert!(
+            "gamma"
+                .parse::<Method>()
+                .unwrap_err()
+                .contains("unknown method")
+        );
         assert_eq!("none".parse::<Features>(), Ok(Features::NONE));
         assert_eq!("all".parse::<Features>(), Ok(Features::ALL));
         let f: Features = "trim,avail".parse().unwrap();
         assert!(f.trim && f.avail && !f.cluster);
         assert_eq!(f.to_string(), "trim,avail");
         assert!("trim,colour".parse::<Features>().is_err());
-        assert_eq!("node-seconds".parse::<Attribute>(), Ok(Attribute::NodeSeconds));
+        assert_eq!(
+            "node-seconds".parse::<Attribute>(),
+            Ok(Attribute::NodeSeconds)
+        );
         assert_eq!(
             serde_json::to_string(&Attribute::WalltimeThenNodes).unwrap(),
             "\"walltime_then_nodes\""

@@ -72,7 +72,11 @@ impl OsTree {
     }
 
     fn size(&self, i: u32) -> u32 {
-        if i == NIL { 0 } else { self.nodes[i as usize].size }
+        if i == NIL {
+            0
+        } else {
+            self.nodes[i as usize].size
+        }
     }
 
     fn fix(&mut self, i: u32) {

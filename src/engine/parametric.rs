@@ -117,7 +117,9 @@ impl Weibull {
             lo = hi;
             hi *= 4.0;
         }
-        let mut k = start.filter(|k| k.is_finite() && *k > lo && *k < hi).unwrap_or((lo * hi).sqrt());
+        let mut k = start
+            .filter(|k| k.is_finite() && *k > lo && *k < hi)
+            .unwrap_or((lo * hi).sqrt());
         for _ in 0..100 {
             let (g, dg) = eval(k);
             if g.abs() < 1e-10 {

@@ -184,7 +184,11 @@ impl QueuePredictor {
             trim: config.features.trim,
             // The cap belongs to trimming (qbets.md §2): the plain method of Table 4.1
             // uses the whole history.
-            cap: if config.features.trim { config.window_cap } else { usize::MAX },
+            cap: if config.features.trim {
+                config.window_cap
+            } else {
+                usize::MAX
+            },
             trim_quantile: config.trim_quantile,
             trim_confidence: config.trim_confidence,
         };
@@ -316,7 +320,9 @@ impl QueuePredictor {
         self.since_recluster = 0;
         self.reclusterings += 1;
         let primary: Vec<Interval> = cluster::cluster(
-            self.history.iter().map(|o| (self.primary_value(o.shape), o.wait)),
+            self.history
+                .iter()
+                .map(|o| (self.primary_value(o.shape), o.wait)),
             self.min_cluster,
             self.config.k_max,
         );
@@ -349,24 +355,40 @@ impl QueuePredictor {
             }
         }
         // Effective ranges (what assignment uses) decide whether a cluster is unchanged.
-        let key = |prims: &[Primary], slot: usize, slots_layout: &[(Interval, Option<Interval>)]| {
+        let key = |prims: &[Primary],
+                   slot: usize,
+                   slots_layout: &[(Interval, Option<Interval>)]| {
             let (pi, si) = slots_layout[slot];
-            let p_idx = prims.iter().position(|p| p.interval == pi).expect("slot's primary exists");
+            let p_idx = prims
+                .iter()
+                .position(|p| p.interval == pi)
+                .expect("slot's primary exists");
             let p_range = effective(&prims.iter().map(|p| p.interval).collect::<Vec<_>>(), p_idx);
             let s_range = si.map(|s| {
                 let secs = &prims[p_idx].secondary;
-                let j = secs.iter().position(|x| *x == s).expect("slot's secondary exists");
+                let j = secs
+                    .iter()
+                    .position(|x| *x == s)
+                    .expect("slot's secondary exists");
                 effective(secs, j)
             });
             (p_range, s_range)
         };
-        let old_layout: Vec<(Interval, Option<Interval>)> =
-            self.slots.iter().map(|s| (s.primary, s.secondary)).collect();
+        let old_layout: Vec<(Interval, Option<Interval>)> = self
+            .slots
+            .iter()
+            .map(|s| (s.primary, s.secondary))
+            .collect();
         let old_keys: Vec<_> = (0..self.slots.len())
             .map(|i| key(&self.primaries, i, &old_layout))
             .collect();
-        let mut old_slots: Vec<Option<Slot>> = std::mem::take(&mut self.slots).into_iter().map(Some).collect();
-        let new_keys: Vec<_> = (0..layout.len()).map(|i| key(&primaries, i, &layout)).collect();
+        let mut old_slots: Vec<Option<Slot>> = std::mem::take(&mut self.slots)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let new_keys: Vec<_> = (0..layout.len())
+            .map(|i| key(&primaries, i, &layout))
+            .collect();
 
         let mut slots: Vec<Option<Slot>> = vec![None; layout.len()];
         let mut rebuild = vec![false; layout.len()];
@@ -400,7 +422,10 @@ impl QueuePredictor {
                 }
             }
         }
-        self.slots = slots.into_iter().map(|s| s.expect("every slot filled")).collect();
+        self.slots = slots
+            .into_iter()
+            .map(|s| s.expect("every slot filled"))
+            .collect();
     }
 
     fn range_of(&self, slot: usize) -> ClusterRange {
@@ -466,7 +491,13 @@ impl QueuePredictor {
 
     /// The probability that a job of `shape` submitted at `now` starts within
     /// `deadline_s` seconds, at level `confidence` (qbets.md §1, the inverted QBETS).
-    pub fn probability(&self, now: i64, shape: JobShape, deadline_s: u64, confidence: f64) -> ProbabilityAnswer {
+    pub fn probability(
+        &self,
+        now: i64,
+        shape: JobShape,
+        deadline_s: u64,
+        confidence: f64,
+    ) -> ProbabilityAnswer {
         let mut ans = ProbabilityAnswer {
             status: Status::MaybeDown,
             probability: None,
@@ -519,7 +550,11 @@ impl QueuePredictor {
             None
         };
         QueueState {
-            status: if down_since.is_some() { Status::MaybeDown } else { Status::Ok },
+            status: if down_since.is_some() {
+                Status::MaybeDown
+            } else {
+                Status::Ok
+            },
             down_since,
             last_release: self.avail_last_release(),
             arrivals_since_release: self.avail.arrivals_since_release(),

@@ -80,11 +80,20 @@ pub struct QueueReplay {
 /// Replays `jobs` (one queue). `progress` is called with the number of events done,
 /// now and then, for a progress bar. Jobs without a wait are not replayed: callers
 /// drop them first (qbets.md §6).
-pub fn replay(jobs: &[JobRecord], opts: &ReplayOptions, progress: &mut dyn FnMut(u64)) -> Result<QueueReplay, ConfigError> {
+pub fn replay(
+    jobs: &[JobRecord],
+    opts: &ReplayOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<QueueReplay, ConfigError> {
     let mut predictors = opts
         .methods
         .iter()
-        .map(|&method| QueuePredictor::new(Config { method, ..opts.config.clone() }))
+        .map(|&method| {
+            QueuePredictor::new(Config {
+                method,
+                ..opts.config.clone()
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let none = Prediction {
         status: Status::InsufficientHistory,
@@ -119,8 +128,15 @@ pub fn replay(jobs: &[JobRecord], opts: &ReplayOptions, progress: &mut dyn FnMut
     })
 }
 
-fn score(jobs: &[JobRecord], opts: &ReplayOptions, predictions: &[Vec<Prediction>], predictors: &[QueuePredictor]) -> Vec<MethodScore> {
-    let replayed: Vec<usize> = (0..jobs.len()).filter(|&j| jobs[j].wait().is_some()).collect();
+fn score(
+    jobs: &[JobRecord],
+    opts: &ReplayOptions,
+    predictions: &[Vec<Prediction>],
+    predictors: &[QueuePredictor],
+) -> Vec<MethodScore> {
+    let replayed: Vec<usize> = (0..jobs.len())
+        .filter(|&j| jobs[j].wait().is_some())
+        .collect();
     let common: Vec<usize> = replayed
         .iter()
         .copied()
@@ -143,7 +159,11 @@ fn score(jobs: &[JobRecord], opts: &ReplayOptions, predictions: &[Vec<Prediction
                     sq += over * over;
                 }
             }
-            let frac = if common.is_empty() { 0.0 } else { correct as f64 / common.len() as f64 };
+            let frac = if common.is_empty() {
+                0.0
+            } else {
+                correct as f64 / common.len() as f64
+            };
             MethodScore {
                 method,
                 jobs: replayed.len(),
@@ -154,13 +174,21 @@ fn score(jobs: &[JobRecord], opts: &ReplayOptions, predictions: &[Vec<Prediction
                 correct,
                 correct_fraction: frac,
                 is_correct: !common.is_empty() && frac >= opts.quantile,
-                rms_over_s: if correct == 0 { 0.0 } else { (sq / correct as f64).sqrt() },
+                rms_over_s: if correct == 0 {
+                    0.0
+                } else {
+                    (sq / correct as f64).sqrt()
+                },
                 accuracy_ratio: None,
                 excluded_down: predictors[m].state(0).excluded_down,
             }
         })
         .collect();
-    if let Some(bm) = scores.iter().find(|s| s.method == Method::Binomial).map(|s| s.rms_over_s) {
+    if let Some(bm) = scores
+        .iter()
+        .find(|s| s.method == Method::Binomial)
+        .map(|s| s.rms_over_s)
+    {
         for s in &mut scores {
             s.accuracy_ratio = (s.rms_over_s > 0.0).then(|| bm / s.rms_over_s);
         }
@@ -207,13 +235,19 @@ mod tests {
         assert_eq!(r.scores.len(), 4);
         let bm = &r.scores[0];
         assert_eq!(bm.jobs, 5_000);
-        assert_eq!(bm.predicted + bm.insufficient_history + bm.maybe_down, 5_000);
+        assert_eq!(
+            bm.predicted + bm.insufficient_history + bm.maybe_down,
+            5_000
+        );
         // Availability inference flags about 5% of a Poisson-like release stream (its
         // bounds are 0.95 quantiles); everything else past the first 59 is predicted.
         assert!(bm.maybe_down < 400, "{bm:?}");
         assert!(bm.predicted + bm.maybe_down > 4_900, "{bm:?}");
         // Stationary exponential waits: the method is correct and sits near 95%.
-        assert!(bm.correct_fraction >= 0.95 && bm.correct_fraction < 0.99, "{bm:?}");
+        assert!(
+            bm.correct_fraction >= 0.95 && bm.correct_fraction < 0.99,
+            "{bm:?}"
+        );
         assert_eq!(bm.accuracy_ratio, Some(1.0));
         // The final predictor equals one rebuilt from the same jobs.
         let rebuilt = QueuePredictor::from_jobs(Config::default(), &jobs).unwrap();
@@ -222,7 +256,10 @@ mod tests {
             walltime_s: 3600,
         };
         let t = jobs.last().unwrap().submit + 1;
-        assert_eq!(r.predictors[0].bound(t, shape, 0.95, 0.95), rebuilt.bound(t, shape, 0.95, 0.95));
+        assert_eq!(
+            r.predictors[0].bound(t, shape, 0.95, 0.95),
+            rebuilt.bound(t, shape, 0.95, 0.95)
+        );
         assert_eq!(r.predictors[0].clusters(), rebuilt.clusters());
     }
 
@@ -251,6 +288,11 @@ mod tests {
         };
         let p = replay(&jobs, &plain, &mut |_| {}).unwrap();
         // Clustering tightens the bounds: lower RMS over-prediction at similar correctness.
-        assert!(r.scores[0].rms_over_s < p.scores[0].rms_over_s, "{:?} {:?}", r.scores[0], p.scores[0]);
+        assert!(
+            r.scores[0].rms_over_s < p.scores[0].rms_over_s,
+            "{:?} {:?}",
+            r.scores[0],
+            p.scores[0]
+        );
     }
 }

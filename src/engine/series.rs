@@ -88,7 +88,11 @@ impl Series {
 
     /// A series built by observing `values` in order (how a re-clustered cluster
     /// rebuilds its window from the stored history).
-    pub fn replayed(method: Method, params: SeriesParams, values: impl IntoIterator<Item = u64>) -> Self {
+    pub fn replayed(
+        method: Method,
+        params: SeriesParams,
+        values: impl IntoIterator<Item = u64>,
+    ) -> Self {
         let mut s = Self::new(method, params);
         for v in values {
             s.observe(v);
@@ -250,7 +254,8 @@ impl Series {
         if den <= 1e-12 * self.sum_y2.max(1.0) {
             return 0.0;
         }
-        let num = self.sum_lag - mean * (2.0 * self.sum_y - first - last) + (nf - 1.0) * mean * mean;
+        let num =
+            self.sum_lag - mean * (2.0 * self.sum_y - first - last) + (nf - 1.0) * mean * mean;
         num / den
     }
 
@@ -358,7 +363,11 @@ mod tests {
         for _ in 0..2_000 {
             s.observe((rng.uniform() * 100.0) as u64);
         }
-        assert_eq!(s.trims(), 0, "stationary iid data: no change point expected");
+        assert_eq!(
+            s.trims(),
+            0,
+            "stationary iid data: no change point expected"
+        );
         assert_eq!(s.len(), 2_000);
         // The queue suddenly gets 100× slower.
         let mut detected_after = None;
@@ -375,7 +384,13 @@ mod tests {
 
     #[test]
     fn the_cap_bounds_the_window() {
-        let mut s = Series::new(Method::Binomial, SeriesParams { cap: 100, ..params(false) });
+        let mut s = Series::new(
+            Method::Binomial,
+            SeriesParams {
+                cap: 100,
+                ..params(false)
+            },
+        );
         for x in 0..1_000 {
             s.observe(x);
         }
@@ -388,7 +403,13 @@ mod tests {
     #[test]
     fn autocorrelation_matches_a_direct_computation() {
         let mut rng = Rng::new(5);
-        let mut s = Series::new(Method::Binomial, SeriesParams { cap: 500, ..params(false) });
+        let mut s = Series::new(
+            Method::Binomial,
+            SeriesParams {
+                cap: 500,
+                ..params(false)
+            },
+        );
         let mut v = 50.0f64;
         for _ in 0..3_000 {
             v = 0.8 * v + 0.2 * rng.uniform() * 500.0;

@@ -10,7 +10,8 @@ use serde_json::Value;
 
 /// A trace from `$QBETS_TRACES`; a missing trace fails the test (never skips it).
 fn trace(name: &str) -> PathBuf {
-    let dir = std::env::var_os("QBETS_TRACES").expect("QBETS_TRACES must name the traces directory (scripts/test sets it)");
+    let dir = std::env::var_os("QBETS_TRACES")
+        .expect("QBETS_TRACES must name the traces directory (scripts/test sets it)");
     let p = PathBuf::from(dir).join(name);
     assert!(p.is_file(), "missing trace {} (QBETS_TRACES)", p.display());
     p
@@ -55,13 +56,30 @@ const KTH: &str = "KTH-SP2-1996-2.1-cln.swf.gz";
 #[test]
 fn plain_binomial_reproduces_the_reference_fractions() {
     let blue = trace(BLUE);
-    let rows = replay_json(&[blue.to_str().unwrap(), "--features", "none", "--methods", "bm"]);
+    let rows = replay_json(&[
+        blue.to_str().unwrap(),
+        "--features",
+        "none",
+        "--methods",
+        "bm",
+    ]);
     for (queue, expect) in [("1", 0.9175), ("2", 0.9024), ("3", 0.8962), ("4", 0.9042)] {
         let got = fraction(&rows, queue, "binomial");
-        assert!((got - expect).abs() <= 0.0005, "SDSC-BLUE queue {queue}: {got} vs {expect}");
+        assert!(
+            (got - expect).abs() <= 0.0005,
+            "SDSC-BLUE queue {queue}: {got} vs {expect}"
+        );
     }
     let ctc = trace(CTC);
-    let rows = replay_json(&[ctc.to_str().unwrap(), "--queue", "all", "--features", "none", "--methods", "bm"]);
+    let rows = replay_json(&[
+        ctc.to_str().unwrap(),
+        "--queue",
+        "all",
+        "--features",
+        "none",
+        "--methods",
+        "bm",
+    ]);
     let got = fraction(&rows, "all", "binomial");
     assert!((got - 0.9392).abs() <= 0.0005, "CTC-SP2 all: {got}");
 }
@@ -87,7 +105,9 @@ fn full_system_is_correct_on_the_dissertation_machines() {
     assert!(got >= 0.95, "KTH-SP2: {got}");
     // Maybe-down answers are counted, not scored; the counts add up.
     let r = &rows[0];
-    let sum = r["predicted"].as_u64().unwrap() + r["insufficient_history"].as_u64().unwrap() + r["maybe_down"].as_u64().unwrap();
+    let sum = r["predicted"].as_u64().unwrap()
+        + r["insufficient_history"].as_u64().unwrap()
+        + r["maybe_down"].as_u64().unwrap();
     assert_eq!(sum, r["jobs"].as_u64().unwrap());
 }
 
@@ -107,7 +127,10 @@ fn predictions_csv_agrees_with_the_summary() {
     ]);
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("queue,job,submit,wait,nodes,walltime,method,prediction,status"));
+    assert_eq!(
+        lines.next(),
+        Some("queue,job,submit,wait,nodes,walltime,method,prediction,status")
+    );
     let body: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let jobs = rows[0]["jobs"].as_u64().unwrap() as usize;
     assert_eq!(body.len(), 2 * jobs);
@@ -116,7 +139,10 @@ fn predictions_csv_agrees_with_the_summary() {
         assert_eq!((pair[0][6], pair[1][6]), ("bm", "lognormal"));
         assert_eq!(pair[0][1], pair[1][1], "rows of one job are adjacent");
         for row in pair {
-            assert!(["ok", "insufficient_history", "maybe_down"].contains(&row[8]), "{row:?}");
+            assert!(
+                ["ok", "insufficient_history", "maybe_down"].contains(&row[8]),
+                "{row:?}"
+            );
             assert_eq!(row[7].is_empty(), row[8] != "ok", "{row:?}");
         }
         // Scored: jobs both methods predicted.
@@ -131,7 +157,6 @@ fn predictions_csv_agrees_with_the_summary() {
     assert_eq!(bm["compared"].as_u64().unwrap() as usize, scored);
     assert_eq!(bm["correct"].as_u64().unwrap() as usize, correct);
 }
-
 
 /// Item 6: malformed lines are reported with file, line number and reason, counted,
 /// and the replay goes on; an empty or unreadable trace is a clear error.
@@ -159,9 +184,20 @@ fn bad_input_is_reported_not_fatal() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let name = path.display().to_string();
-    assert!(stderr.contains(&format!("{name}:53: expected 18 fields, found 17")), "{stderr}");
-    assert!(stderr.contains(&format!("{name}:54: field 1 (job number)")), "{stderr}");
-    assert!(stderr.contains(&format!("{name}:55: field 2 (submit time): -60 is negative")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{name}:53: expected 18 fields, found 17")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{name}:54: field 1 (job number)")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "{name}:55: field 2 (submit time): -60 is negative"
+        )),
+        "{stderr}"
+    );
     assert!(stderr.contains("3 malformed line(s) in total"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("200 jobs"), "{stdout}");
@@ -178,12 +214,16 @@ fn bad_input_is_reported_not_fatal() {
     let out = qbets(&["replay", "/nonexistent/trace.swf"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("/nonexistent/trace.swf: cannot open"), "{stderr}");
+    assert!(
+        stderr.contains("/nonexistent/trace.swf: cannot open"),
+        "{stderr}"
+    );
 
     let out = qbets(&["replay", path.to_str().unwrap(), "--queue", "7"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no queue (field 15) 7; the trace has 1"));
-
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no queue (field 15) 7; the trace has 1")
+    );
 }
 
 /// The replay's final state is the state of a predictor rebuilt from the same jobs
@@ -213,8 +253,14 @@ fn replay_final_state_matches_a_rebuilt_predictor() {
     for nodes in [1, 8, 64] {
         for walltime_s in [600, 3600, 14_400] {
             let s = JobShape { nodes, walltime_s };
-            assert_eq!(r.predictors[0].bound(end, s, 0.95, 0.95), rebuilt.bound(end, s, 0.95, 0.95));
-            assert_eq!(r.predictors[0].probability(end, s, 3600, 0.95), rebuilt.probability(end, s, 3600, 0.95));
+            assert_eq!(
+                r.predictors[0].bound(end, s, 0.95, 0.95),
+                rebuilt.bound(end, s, 0.95, 0.95)
+            );
+            assert_eq!(
+                r.predictors[0].probability(end, s, 3600, 0.95),
+                rebuilt.probability(end, s, 3600, 0.95)
+            );
         }
     }
     assert!(r.predictors[0].clusters().len() > 1);
