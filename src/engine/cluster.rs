@@ -152,6 +152,40 @@ impl Agglomerator {
     fn first(&self) -> usize {
         self.g.iter().position(|x| x.alive).unwrap_or(NONE)
     }
+
+    /// Repeatedly merges the adjacent pair that loses the least log-likelihood among
+    /// the pairs `eligible` accepts, until none is left or one interval remains,
+    /// calling `after` after each merge. A heap over adjacent pairs, with stale
+    /// entries skipped, makes this O(U log U).
+    fn merge_while(
+        &mut self,
+        eligible: impl Fn(&Self, &Pair) -> bool,
+        mut after: impl FnMut(&Self),
+    ) {
+        let mut heap = BinaryHeap::new();
+        let mut i = self.first();
+        while i != NONE {
+            if let Some(p) = self.pair(i).filter(|p| eligible(self, p)) {
+                heap.push(p);
+            }
+            i = self.g[i].next;
+        }
+        while self.alive > 1 {
+            let Some(p) = heap.pop() else { break };
+            if !self.valid(&p) || !eligible(self, &p) {
+                continue;
+            }
+            let m = self.merge(&p);
+            for left in [self.g[m].prev, m] {
+                if left != NONE
+                    && let Some(q) = self.pair(left).filter(|q| eligible(self, q))
+                {
+                    heap.push(q);
+                }
+            }
+            after(self);
+        }
+    }
 }
 
 /// Clusters observations `(attribute, wait)` into at most `k_max` intervals, each with at
@@ -175,76 +209,29 @@ pub fn cluster(
         return Vec::new();
     }
     let mut ag = Agglomerator::new(&groups);
-    let small = |ag: &Agglomerator, i: usize| (ag.g[i].n as usize) < min_size;
 
     // Step 2: merge groups below `min_size` into the adjacent group that loses least.
-    let mut heap = BinaryHeap::new();
-    let mut i = ag.first();
-    while i != NONE {
-        if let Some(p) = ag.pair(i)
-            && (small(&ag, p.left) || small(&ag, p.right))
-        {
-            heap.push(p);
-        }
-        i = ag.g[i].next;
-    }
-    while ag.alive > 1 {
-        let Some(p) = heap.pop() else { break };
-        if !ag.valid(&p) || !(small(&ag, p.left) || small(&ag, p.right)) {
-            continue;
-        }
-        let m = ag.merge(&p);
-        let prev = ag.g[m].prev;
-        for left in [prev, m] {
-            if left != NONE
-                && let Some(q) = ag.pair(left)
-                && (small(&ag, q.left) || small(&ag, q.right))
-            {
-                heap.push(q);
-            }
-        }
-    }
+    let small = |ag: &Agglomerator, p: &Pair| {
+        (ag.g[p.left].n as usize) < min_size || (ag.g[p.right].n as usize) < min_size
+    };
+    ag.merge_while(small, |_| {});
 
     // Step 3: agglomerate to one interval, remembering the partitions with k ≤ k_max.
     let mut best: Option<(f64, Vec<Interval>)> = None;
     let ln_n = (total as f64).ln();
     let mut consider = |ag: &Agglomerator| {
+        if ag.alive > k_max {
+            return;
+        }
         let k = ag.alive as f64;
         let bic = ag.ll - (2.0 * k - 1.0) / 2.0 * ln_n;
-        // Ties keep the earlier (larger k) only if strictly better: prefer fewer clusters.
+        // Partitions come with k falling: on a tie the fewer clusters win.
         if best.as_ref().is_none_or(|(b, _)| bic >= *b) {
             best = Some((bic, ag.intervals()));
         }
     };
-    let mut heap = BinaryHeap::new();
-    let mut i = ag.first();
-    while i != NONE {
-        if let Some(p) = ag.pair(i) {
-            heap.push(p);
-        }
-        i = ag.g[i].next;
-    }
-    if ag.alive <= k_max {
-        consider(&ag);
-    }
-    while ag.alive > 1 {
-        let Some(p) = heap.pop() else { break };
-        if !ag.valid(&p) {
-            continue;
-        }
-        let m = ag.merge(&p);
-        let prev = ag.g[m].prev;
-        for left in [prev, m] {
-            if left != NONE
-                && let Some(q) = ag.pair(left)
-            {
-                heap.push(q);
-            }
-        }
-        if ag.alive <= k_max {
-            consider(&ag);
-        }
-    }
+    consider(&ag);
+    ag.merge_while(|_, _| true, consider);
     best.map(|(_, v)| v).unwrap_or_default()
 }
 

@@ -270,40 +270,41 @@ impl Series {
     /// below the binomial minimum history for (q, c), for every method alike so that
     /// methods are compared on the same jobs.
     pub fn upper(&self, q: f64, c: f64) -> Option<f64> {
-        let n = self.window.len();
-        let k = upper_rank(n, q, c)?;
-        Some(match self.method {
-            Method::Binomial => self.tree.select(k)? as f64,
-            Method::Lognormal => {
-                let (m, sd) = self.mean_sd();
-                parametric::lognormal_upper(n, m, sd, q, c)
-            }
-            Method::Loguniform => {
-                let lo = y(self.tree.min()?);
-                let hi = y(self.tree.max()?);
-                parametric::loguniform_quantile(lo, hi, q)
-            }
-            Method::Weibull => self.weibull?.quantile(q),
-        })
+        let k = upper_rank(self.window.len(), q, c)?;
+        self.quantile_bound(k, q, c, true)
     }
 
     /// The method's lower level-`c` bound on the `p` quantile (p < 0.5), in seconds.
     pub fn lower(&self, p: f64, c: f64) -> Option<f64> {
+        let j = lower_rank(self.window.len(), p, c)?;
+        self.quantile_bound(j, p, c, false)
+    }
+
+    /// A bound on the `p` quantile: the binomial method's order statistic of `rank`,
+    /// or the parametric method's (upper or lower) bound.
+    fn quantile_bound(&self, rank: usize, p: f64, c: f64, upper: bool) -> Option<f64> {
         let n = self.window.len();
-        let j = lower_rank(n, p, c)?;
         Some(match self.method {
-            Method::Binomial => self.tree.select(j)? as f64,
+            Method::Binomial => self.tree.select(rank)? as f64,
             Method::Lognormal => {
                 let (m, sd) = self.mean_sd();
-                parametric::lognormal_lower(n, m, sd, p, c)
+                if upper {
+                    parametric::lognormal_upper(n, m, sd, p, c)
+                } else {
+                    parametric::lognormal_lower(n, m, sd, p, c)
+                }
             }
             Method::Loguniform => {
-                let lo = y(self.tree.min()?);
-                let hi = y(self.tree.max()?);
+                let (lo, hi) = self.log_range()?;
                 parametric::loguniform_quantile(lo, hi, p)
             }
             Method::Weibull => self.weibull?.quantile(p),
         })
+    }
+
+    /// The least and largest log(1 + x) in the window.
+    fn log_range(&self) -> Option<(f64, f64)> {
+        Some((y(self.tree.min()?), y(self.tree.max()?)))
     }
 
     /// The probability that a wait is ≤ `t` seconds: for the binomial method the
@@ -320,8 +321,7 @@ impl Series {
                 parametric::lognormal_cdf(m, sd, t as f64)
             }
             Method::Loguniform => {
-                let lo = y(self.tree.min()?);
-                let hi = y(self.tree.max()?);
+                let (lo, hi) = self.log_range()?;
                 parametric::loguniform_cdf(lo, hi, t as f64)
             }
             Method::Weibull => self.weibull?.cdf(t as f64),
