@@ -389,17 +389,27 @@ fn table(out: &mut String, q: &QueueJobs, scores: &[MethodScore], clusters: usiz
         let ratio = s
             .accuracy_ratio
             .map_or("-".to_string(), |r| format!("{r:.2}"));
+        // Nothing scored (every job lacked a prediction): no fraction to speak of.
+        let (frac, ok, rms) = if s.compared == 0 {
+            ("-".to_string(), "-", "-".to_string())
+        } else {
+            (
+                format!("{:.4}", s.correct_fraction),
+                if s.is_correct { "yes" } else { "no" },
+                format!("{:.0}", s.rms_over_s),
+            )
+        };
         let _ = writeln!(
             out,
-            "  {:<10} {:>9} {:>9} {:>9} {:>9} {:>8.4} {:>8} {:>13.0} {:>8}",
+            "  {:<10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>13} {:>8}",
             s.method.short(),
             s.predicted,
             s.insufficient_history,
             s.maybe_down,
             s.compared,
-            s.correct_fraction,
-            if s.is_correct { "yes" } else { "no" },
-            s.rms_over_s,
+            frac,
+            ok,
+            rms,
             ratio
         );
     }
