@@ -105,9 +105,8 @@ pub struct Features {
     pub cluster: bool,
     /// Availability inference (§4).
     pub avail: bool,
-    /// Pending jobs as right-censored waits in the change-point test (§7; not yet
-    /// implemented — accepted and reported, but it changes nothing).
-    pub censored: bool,
+    // qbets.md §7 (pending jobs as right-censored waits, `censored`) is not implemented;
+    // `--features censored` is rejected rather than silently ignored.
 }
 
 impl Default for Features {
@@ -123,14 +122,12 @@ impl Features {
         trim: true,
         cluster: true,
         avail: true,
-        censored: false,
     };
     /// The plain method.
     pub const NONE: Features = Features {
         trim: false,
         cluster: false,
         avail: false,
-        censored: false,
     };
 }
 
@@ -141,7 +138,6 @@ impl fmt::Display for Features {
             (self.trim, "trim"),
             (self.cluster, "cluster"),
             (self.avail, "avail"),
-            (self.censored, "censored"),
         ] {
             if flag {
                 on.push(name);
@@ -157,7 +153,7 @@ impl fmt::Display for Features {
 
 impl FromStr for Features {
     type Err = String;
-    /// `none`, `all`, or a comma-separated list of `trim`, `cluster`, `avail`, `censored`.
+    /// `none`, `all`, or a comma-separated list of `trim`, `cluster`, `avail`.
     fn from_str(s: &str) -> Result<Self, String> {
         match s.trim() {
             "none" => return Ok(Features::NONE),

@@ -597,3 +597,80 @@ fn effective(ivs: &[Interval], i: usize) -> (u64, Option<u64>) {
     let hi = ivs.get(i + 1).map(|n| n.lo - 1);
     (lo, hi)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Features;
+
+    fn shape(nodes: u64, walltime_s: u64) -> JobShape {
+        JobShape { nodes, walltime_s }
+    }
+
+    #[test]
+    fn the_predictor_can_be_shared_across_threads() {
+        fn check<T: Send + Sync + Clone + std::fmt::Debug + 'static>() {}
+        check::<QueuePredictor>();
+    }
+
+    #[test]
+    fn online_use_answers_with_status_cluster_and_time() {
+        let mut p = QueuePredictor::new(Config {
+            features: Features::NONE,
+            ..Config::default()
+        })
+        .unwrap();
+        let s = shape(4, 3600);
+        let a = p.bound(100, s, 0.95, 0.95);
+        assert_eq!(a.status, Status::InsufficientHistory);
+        assert_eq!((a.bound_s, a.history, a.at), (None, 0, 100));
+        for i in 0..59 {
+            p.observe_arrival(i * 10, s);
+            p.observe_start(i * 10, i * 10 + i, s); // waits 0..=58
+        }
+        let a = p.bound(1000, s, 0.95, 0.95);
+        assert_eq!((a.status, a.bound_s, a.history), (Status::Ok, Some(58), 59));
+        assert_eq!(a.cluster.unwrap().primary.lo, 0);
+        // The deadline probability is consistent with the bound.
+        let d = p.probability(1000, s, 58, 0.95);
+        assert!(d.probability.unwrap() > 0.95, "{d:?}");
+        let d = p.probability(1000, s, 29, 0.95);
+        let q = d.probability.unwrap();
+        assert!(q > 0.3 && q < 0.5, "{q}");
+        let b = p.bound(1000, s, q, 0.95).bound_s.unwrap();
+        assert!(b <= 29, "bound at q* = {b} must be within the deadline");
+        // Invalid levels are an answer, not a panic.
+        assert_eq!(
+            p.bound(1000, s, 1.5, 0.95).status,
+            Status::InsufficientHistory
+        );
+        let json = serde_json::to_value(p.bound(1000, s, 0.95, 0.95)).unwrap();
+        assert_eq!(json["status"], "ok");
+        assert_eq!(json["cluster"]["primary"]["attribute"], "node_seconds");
+        let st = p.state(1000);
+        assert_eq!((st.status, st.observed), (Status::Ok, 59));
+    }
+
+    #[test]
+    fn a_stopped_queue_is_maybe_down_until_the_next_release() {
+        let mut p = QueuePredictor::new(Config::default()).unwrap();
+        let s = shape(1, 600);
+        let mut t = 0;
+        for i in 0..400 {
+            t += 60;
+            p.observe_arrival(t, s);
+            p.observe_start(t, t + 5 + i % 7, s);
+        }
+        let last = t + 5 + 399 % 7;
+        assert_eq!(p.bound(last + 30, s, 0.95, 0.95).status, Status::Ok);
+        // No release for a day while jobs keep arriving.
+        let day = last + 86_400;
+        assert_eq!(p.bound(day, s, 0.95, 0.95).status, Status::MaybeDown);
+        let st = p.state(day);
+        assert_eq!(st.status, Status::MaybeDown);
+        assert!(st.down_since.unwrap() > last && st.down_since.unwrap() < last + 600);
+        p.observe_start(day - 100, day, s);
+        assert_eq!(p.bound(day, s, 0.95, 0.95).status, Status::Ok);
+        assert_eq!(p.state(day).last_release, Some(day));
+    }
+}
