@@ -661,7 +661,7 @@ mod tests {
             p.observe_arrival(t, s);
             p.observe_start(t, t + 5 + i % 7, s);
         }
-        let last = t + 5 + 399 % 7;
+        let last = t + 5; // the last job (i = 399) waited 5 + 399 % 7 = 5 s
         assert_eq!(p.bound(last + 30, s, 0.95, 0.95).status, Status::Ok);
         // No release for a day while jobs keep arriving.
         let day = last + 86_400;
