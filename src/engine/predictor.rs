@@ -453,40 +453,34 @@ impl QueuePredictor {
         }
     }
 
-    fn down(&self, now: i64) -> bool {
-        self.config.features.avail && self.avail.down_since(now).is_some()
+    /// The cluster range and window that answer for `shape` at `now`, or `None` while
+    /// availability inference says the queue may be down.
+    fn answering(&self, now: i64, shape: JobShape) -> Option<(ClusterRange, &Series)> {
+        if self.config.features.avail && self.avail.down_since(now).is_some() {
+            return None;
+        }
+        let slot = self.slot_of(shape);
+        Some((self.range_of(slot), &self.slots[slot].series))
     }
 
     /// Upper level-`confidence` bound on the `quantile` of the wait of a job of `shape`
     /// submitted at `now`. Levels outside (0, 1) give `insufficient_history`.
     pub fn bound(&self, now: i64, shape: JobShape, quantile: f64, confidence: f64) -> BoundAnswer {
-        let mut ans = BoundAnswer {
-            status: Status::MaybeDown,
-            bound_s: None,
+        let found = self.answering(now, shape);
+        let bound = found.as_ref().and_then(|(_, series)| {
+            (valid_level(quantile) && valid_level(confidence))
+                .then(|| series.upper(quantile, confidence))
+                .flatten()
+        });
+        BoundAnswer {
+            status: status(found.is_some(), bound.is_some()),
+            bound_s: bound.map(seconds),
             quantile,
             confidence,
-            cluster: None,
-            history: 0,
+            history: found.as_ref().map_or(0, |(_, s)| s.len()),
+            cluster: found.map(|(range, _)| range),
             at: now,
-        };
-        if self.down(now) {
-            return ans;
         }
-        let slot = self.slot_of(shape);
-        let series = &self.slots[slot].series;
-        ans.cluster = Some(self.range_of(slot));
-        ans.history = series.len();
-        let bound = (valid_level(quantile) && valid_level(confidence))
-            .then(|| series.upper(quantile, confidence))
-            .flatten();
-        match bound {
-            Some(b) => {
-                ans.status = Status::Ok;
-                ans.bound_s = Some(seconds(b));
-            }
-            None => ans.status = Status::InsufficientHistory,
-        }
-        ans
     }
 
     /// The probability that a job of `shape` submitted at `now` starts within
@@ -498,33 +492,21 @@ impl QueuePredictor {
         deadline_s: u64,
         confidence: f64,
     ) -> ProbabilityAnswer {
-        let mut ans = ProbabilityAnswer {
-            status: Status::MaybeDown,
-            probability: None,
+        let found = self.answering(now, shape);
+        let p = found.as_ref().and_then(|(_, series)| {
+            valid_level(confidence)
+                .then(|| series.probability_within(deadline_s, confidence))
+                .flatten()
+        });
+        ProbabilityAnswer {
+            status: status(found.is_some(), p.is_some()),
+            probability: p,
             deadline_s,
             confidence,
-            cluster: None,
-            history: 0,
+            history: found.as_ref().map_or(0, |(_, s)| s.len()),
+            cluster: found.map(|(range, _)| range),
             at: now,
-        };
-        if self.down(now) {
-            return ans;
         }
-        let slot = self.slot_of(shape);
-        let series = &self.slots[slot].series;
-        ans.cluster = Some(self.range_of(slot));
-        ans.history = series.len();
-        let p = valid_level(confidence)
-            .then(|| series.probability_within(deadline_s, confidence))
-            .flatten();
-        match p {
-            Some(p) => {
-                ans.status = Status::Ok;
-                ans.probability = Some(p);
-            }
-            None => ans.status = Status::InsufficientHistory,
-        }
-        ans
     }
 
     /// The clusters, in attribute order, with their current 0.95/0.95 bounds.
@@ -576,6 +558,16 @@ impl QueuePredictor {
     /// The method bounds are computed with.
     pub fn method(&self) -> Method {
         self.config.method
+    }
+}
+
+/// The status of an answer: maybe down when no window answered, else whether it had a
+/// number.
+fn status(up: bool, answered: bool) -> Status {
+    match (up, answered) {
+        (false, _) => Status::MaybeDown,
+        (true, true) => Status::Ok,
+        (true, false) => Status::InsufficientHistory,
     }
 }
 
