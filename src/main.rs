@@ -14,9 +14,21 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Replay an SWF workload trace through QBETS and score its bounds (Tables 4.1/4.2).
+    Replay(qbets::cli::replay::Args),
+}
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match cli.command {}
+    let result = match cli.command {
+        Command::Replay(args) => qbets::cli::replay::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("qbets: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

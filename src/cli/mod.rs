@@ -4,3 +4,4 @@
 //! May import: anything the subcommand needs; the layers below stay pure.
 
 pub mod progress;
+pub mod replay;
