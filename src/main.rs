@@ -3,11 +3,7 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "qbets",
-    version,
-    about = "Queue wait-time bounds and virtual advance reservations for HPC batch schedulers"
-)]
+#[command(name = "qbets", version, about = "Queue wait-time bounds and virtual advance reservations for HPC batch schedulers")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
