@@ -259,10 +259,13 @@ impl SlurmRestError {
             SlurmRestError::Unreachable { .. } | SlurmRestError::Timeout { .. } => true,
             SlurmRestError::HttpStatus { status, .. } => *status >= 500 || *status == 429,
             // slurmctld down or busy behind a live slurmrestd: Slurm's communication
-            // errors (SLURM_UNEXPECTED_MSG_ERROR .. SLURM_COMMUNICATIONS_SHUTDOWN_ERROR).
-            SlurmRestError::Slurm { errors, .. } => {
-                errors.iter().any(|e| matches!(e.number, Some(1000..=1004)))
-            }
+            // errors (SLURM_UNEXPECTED_MSG_ERROR .. SLURM_COMMUNICATIONS_SHUTDOWN_ERROR,
+            // and SLURMCTLD_COMMUNICATIONS_*: 24.11 answers 1800 "Unable to contact slurm
+            // controller"). Slurm 22.05 answers a down slurmctld, and a rejected token,
+            // with a bare -1; retrying is the safe reading of that.
+            SlurmRestError::Slurm { errors, .. } => errors
+                .iter()
+                .any(|e| matches!(e.number, Some(-1 | 1000..=1004 | 1800..=1804))),
             _ => false,
         }
     }

@@ -116,7 +116,15 @@ pub fn assert_agrees(rest: &SlurmJob, sc: &ScontrolJob) {
     assert_eq!(sc.job_id(), id);
     assert_eq!(rest.name, sc.get("JobName"), "job {id}: name");
     assert_eq!(rest.partition, sc.get("Partition"), "job {id}: partition");
-    assert_eq!(rest.state.as_str(), sc.get("JobState"), "job {id}: state");
+    // scontrol names the most telling flag instead of the state (COMPLETING while the
+    // epilog runs); REST lists both.
+    let sc_state = sc.get("JobState");
+    assert!(
+        rest.state.as_str() == sc_state || rest.state_flags.iter().any(|f| f == sc_state),
+        "job {id}: state {} {:?}, scontrol {sc_state}",
+        rest.state,
+        rest.state_flags
+    );
     assert_eq!(rest.user, sc.user(), "job {id}: user");
     assert_eq!(
         rest.submit_time,
