@@ -37,7 +37,7 @@ pub enum ApiVersion {
     V0_0_38,
     /// v0.0.40: numbers as `{set, infinite, number}`, `job_state` a list.
     V0_0_40,
-    /// v0.0.41: as v0.0.40; the submit `script` moves into `job`.
+    /// v0.0.41: as v0.0.40 (a top-level submit `script` is deprecated; ours is in `job`).
     V0_0_41,
     /// v0.0.42: as v0.0.41; cancel answers with a per-job `status` list.
     V0_0_42,

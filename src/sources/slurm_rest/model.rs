@@ -15,7 +15,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::wire::{
-    RawCancelResponse, RawEnvelope, RawJob, RawJobsResponse, RawNumber, RawState, RawSubmitResponse,
+    RawCancelResponse, RawEnvelope, RawJob, RawJobsResponse, RawMeta, RawNumber, RawState,
+    RawSubmitResponse, RawWarning,
 };
 
 /// A job as slurmrestd reports it, in any supported API version.
@@ -410,27 +411,35 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, ParseError> {
                 source: e.source.filter(|s| !s.is_empty()),
             })
             .collect(),
-        warnings: raw
-            .warnings
-            .into_iter()
-            .filter_map(|w| match (w.description, w.source) {
-                (Some(d), Some(s)) if !s.is_empty() => Some(format!("{d} (in {s})")),
-                (Some(d), _) => Some(d),
-                (None, Some(s)) => Some(format!("warning in {s}")),
-                (None, None) => None,
-            })
-            .collect(),
-        slurm_release: raw.meta.and_then(|m| m.slurm).and_then(|s| s.release),
+        warnings: warnings_text(raw.warnings),
+        slurm_release: release(raw.meta),
     })
+}
+
+fn warnings_text(warnings: Vec<RawWarning>) -> Vec<String> {
+    warnings
+        .into_iter()
+        .filter_map(|w| match (w.description, w.source) {
+            (Some(d), Some(s)) if !s.is_empty() => Some(format!("{d} (in {s})")),
+            (Some(d), _) => Some(d),
+            (None, Some(s)) => Some(format!("warning in {s}")),
+            (None, None) => None,
+        })
+        .collect()
+}
+
+fn release(meta: Option<RawMeta>) -> Option<String> {
+    meta.and_then(|m| m.slurm).and_then(|s| s.release)
 }
 
 /// Reads a job list (`GET .../jobs`) or a single-job response (`GET .../job/{id}`, also
 /// a list). A job that cannot be read goes to [`JobList::rejected`] with its reason; only
 /// a body that is not a job list at all is an error.
 pub fn parse_job_list(body: &[u8]) -> Result<JobList, ParseError> {
-    let envelope = parse_envelope(body)?;
+    // One pass over the body (a big site's list is hundreds of megabytes); each job is
+    // then read from its own slice.
     let raw: RawJobsResponse<'_> = serde_json::from_slice(body)
-        .map_err(|e| ParseError::new(format!("not a job list: {e}"), body))?;
+        .map_err(|e| ParseError::new(format!("not a slurmrestd job list: {e}"), body))?;
     let Some(raw_jobs) = raw.jobs else {
         return Err(ParseError::new("no \"jobs\" list in the response", body));
     };
@@ -439,8 +448,8 @@ pub fn parse_job_list(body: &[u8]) -> Result<JobList, ParseError> {
             .last_update
             .and_then(RawNumber::value)
             .filter(|&t| t > 0),
-        slurm_release: envelope.slurm_release,
-        warnings: envelope.warnings,
+        slurm_release: release(raw.meta),
+        warnings: warnings_text(raw.warnings),
         ..JobList::default()
     };
     for (index, text) in raw_jobs.into_iter().enumerate() {

@@ -237,6 +237,10 @@ pub struct RawJobsResponse<'a> {
     pub jobs: Option<Vec<&'a RawValue>>,
     #[serde(default)]
     pub last_update: Option<RawNumber>,
+    #[serde(default)]
+    pub warnings: Vec<RawWarning>,
+    #[serde(default)]
+    pub meta: Option<RawMeta>,
 }
 
 /// `POST .../job/submit`.
