@@ -12,7 +12,9 @@ use proptest::prelude::*;
 use qbets::sources::slurm_rest::client::{
     interpret_cancel, interpret_job, interpret_jobs, interpret_submit,
 };
-use qbets::sources::slurm_rest::{ApiVersion, JobList, JobState, SlurmJob, SlurmRestError};
+use qbets::sources::slurm_rest::{
+    ApiVersion, JobList, JobState, SlurmErrorEntry, SlurmJob, SlurmRestError,
+};
 
 use super::scontrol;
 
@@ -329,6 +331,14 @@ fn submit_and_cancel_answers_name_the_jobs_they_made_and_ended() {
     }
 }
 
+/// The HTTP status and Slurm's error list of a [`SlurmRestError::Slurm`].
+fn slurm_errors(e: &SlurmRestError) -> (u16, &[SlurmErrorEntry]) {
+    match e {
+        SlurmRestError::Slurm { status, errors, .. } => (*status, errors),
+        other => panic!("expected Slurm's error list, got {other:?}"),
+    }
+}
+
 #[test]
 fn error_answers_become_errors_that_say_what_went_wrong() {
     for v in ApiVersion::ALL {
@@ -363,15 +373,8 @@ fn error_answers_become_errors_that_say_what_went_wrong() {
         // 22.05's -1 is also what a down slurmctld gives (below): worth a retry.
         assert_eq!(e.is_transient(), v == ApiVersion::V0_0_38, "{v}: {e}");
         if v == ApiVersion::V0_0_38 {
-            let SlurmRestError::Slurm {
-                status: 500,
-                errors,
-                ..
-            } = &e
-            else {
-                panic!("{v}: {e:?}")
-            };
-            assert_eq!(errors[0].number, Some(-1), "{v}");
+            let (status, errors) = slurm_errors(&e);
+            assert_eq!((status, errors[0].number), (500, Some(-1)), "{v}");
             assert_eq!(errors[0].source.as_deref(), Some("slurm_load_jobs"), "{v}");
         } else {
             let SlurmRestError::AuthRejected {
@@ -394,9 +397,7 @@ fn error_answers_become_errors_that_say_what_went_wrong() {
         // slurmctld down behind a live slurmrestd: an error to retry.
         let c = captured(v, "error-controller-down.json");
         let e = interpret_jobs(&c.what, USER, c.status, &c.body).unwrap_err();
-        let SlurmRestError::Slurm { errors, .. } = &e else {
-            panic!("{v}: {e:?}")
-        };
+        let (_, errors) = slurm_errors(&e);
         let expected = if v == ApiVersion::V0_0_38 { -1 } else { 1800 };
         assert_eq!(errors[0].number, Some(expected), "{v}: {e}");
         assert!(e.is_transient(), "{v}: {e}");
@@ -404,15 +405,8 @@ fn error_answers_become_errors_that_say_what_went_wrong() {
         // A partition that does not exist: Slurm's error 2000, with its text.
         let c = captured(v, "error-submit-bad-partition.json");
         let e = interpret_submit(&c.what, USER, c.status, &c.body).unwrap_err();
-        let SlurmRestError::Slurm {
-            status: 500,
-            errors,
-            ..
-        } = &e
-        else {
-            panic!("{v}: {e:?}")
-        };
-        assert_eq!(errors[0].number, Some(2000), "{v}");
+        let (status, errors) = slurm_errors(&e);
+        assert_eq!((status, errors[0].number), (500, Some(2000)), "{v}");
         assert_eq!(
             errors[0].error.as_deref(),
             Some("Invalid partition name specified"),
