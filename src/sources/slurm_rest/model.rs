@@ -709,7 +709,7 @@ mod tests {
     fn bodies_that_are_not_job_lists_are_parse_errors() {
         let e = parse_job_list(b"Authentication failure").unwrap_err();
         assert!(
-            e.reason.starts_with("not a slurmrestd JSON response"),
+            e.reason.starts_with("not a slurmrestd job list"),
             "{e}"
         );
         assert_eq!(e.snippet, "Authentication failure");
