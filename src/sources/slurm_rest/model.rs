@@ -708,10 +708,7 @@ mod tests {
     #[test]
     fn bodies_that_are_not_job_lists_are_parse_errors() {
         let e = parse_job_list(b"Authentication failure").unwrap_err();
-        assert!(
-            e.reason.starts_with("not a slurmrestd job list"),
-            "{e}"
-        );
+        assert!(e.reason.starts_with("not a slurmrestd job list"), "{e}");
         assert_eq!(e.snippet, "Authentication failure");
         let e = parse_job_list(br#"{"errors": []}"#).unwrap_err();
         assert!(e.reason.contains("no \"jobs\""), "{e}");
