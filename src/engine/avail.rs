@@ -1,18 +1,20 @@
 //! Availability inference (qbets.md §4): is the machine behind a queue perhaps down?
 //!
-//! Two trimmed binomial series per queue, at the change-point test's levels (0.95/0.95):
+//! Two trimmed binomial series per queue (or per machine), by default at 0.95/0.95:
 //! A, the number of arrivals between consecutive releases (job starts), and B, the time
-//! between consecutive releases. At any instant, if the arrivals since the last release
-//! exceed A's bound, or the time since the last release exceeds B's bound, the queue is
-//! *maybe down* until the next release. Closed maybe-down periods are remembered so that
-//! a starting job whose wait overlaps one can be kept out of the wait history.
+//! between consecutive releases. qbets.md §4: at any instant, if the arrivals since the
+//! last release exceed A's bound, or the time since the last release exceeds B's bound,
+//! the queue is *maybe down* until the next release. [`AvailRule`] selects that rule or
+//! a stricter one (both tests at once; the time test while work waits), and a minimum
+//! gap can hold the time test back. Closed maybe-down periods are remembered so that a
+//! starting job whose wait overlaps one can be kept out of the wait history.
 //!
 //! May import: std, serde and the engine's own modules.
 
 use std::collections::VecDeque;
 
-use super::Method;
 use super::series::{Series, SeriesParams};
+use super::{AvailRule, Method};
 
 /// Most closed maybe-down periods remembered (the oldest are forgotten first; a job
 /// whose wait reaches back past all of them is judged on the ones remembered).
@@ -23,20 +25,25 @@ const PERIODS_CAP: usize = 100_000;
 pub struct Availability {
     q: f64,
     c: f64,
+    rule: AvailRule,
+    min_gap_s: u64,
     arrivals: Series,
     gaps: Series,
     last_release: Option<i64>,
     arrivals_since: u64,
     /// When the arrival count first exceeded A's bound since the last release.
     arrival_trigger: Option<i64>,
+    /// The first arrival since the last release.
+    first_arrival: Option<i64>,
     /// Closed maybe-down periods `[since, until]`, in time order.
     periods: VecDeque<(i64, i64)>,
 }
 
 impl Availability {
     /// A detector whose series trim like `params` and bound at level `c` on the `q`
-    /// quantile.
-    pub fn new(params: SeriesParams, q: f64, c: f64) -> Self {
+    /// quantile, calling the queue down by `rule`; the time test ignores gaps up to
+    /// `min_gap_s`.
+    pub fn new(params: SeriesParams, q: f64, c: f64, rule: AvailRule, min_gap_s: u64) -> Self {
         let series = SeriesParams {
             trim: true,
             ..params
@@ -44,11 +51,14 @@ impl Availability {
         Self {
             q,
             c,
+            rule,
+            min_gap_s,
             arrivals: Series::new(Method::Binomial, series),
             gaps: Series::new(Method::Binomial, series),
             last_release: None,
             arrivals_since: 0,
             arrival_trigger: None,
+            first_arrival: None,
             periods: VecDeque::new(),
         }
     }
@@ -57,20 +67,33 @@ impl Availability {
     pub fn down_since(&self, now: i64) -> Option<i64> {
         let last = self.last_release?;
         let by_time = self.gaps.upper(self.q, self.c).and_then(|b| {
-            // The first whole second at which the gap exceeds the bound.
-            let since = last + b.floor() as i64 + 1;
+            // The first whole second at which the gap exceeds the bound (and the
+            // minimum gap).
+            let limit = (b.floor() as i64).max(i64::try_from(self.min_gap_s).unwrap_or(i64::MAX));
+            let since = last.saturating_add(limit).saturating_add(1);
             (now >= since).then_some(since)
         });
         let by_count = self.arrival_trigger.filter(|&t| t <= now);
-        match (by_time, by_count) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        match self.rule {
+            AvailRule::Either => match (by_time, by_count) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            // Down from the moment the second test also holds.
+            AvailRule::Both => Some(by_time?.max(by_count?)),
+            AvailRule::TimeWhileWaiting => {
+                let waiting = self.first_arrival.filter(|&t| t <= now)?;
+                Some(by_time?.max(waiting))
+            }
         }
     }
 
     /// A job arrived at `at`.
     pub fn observe_arrival(&mut self, at: i64) {
         self.arrivals_since += 1;
+        if self.last_release.is_some() && self.first_arrival.is_none() {
+            self.first_arrival = Some(at);
+        }
         if self.arrival_trigger.is_none()
             && self.last_release.is_some()
             && let Some(b) = self.arrivals.upper(self.q, self.c)
@@ -98,6 +121,7 @@ impl Availability {
         self.last_release = Some(self.last_release.map_or(at, |l| l.max(at)));
         self.arrivals_since = 0;
         self.arrival_trigger = None;
+        self.first_arrival = None;
     }
 
     /// Whether a wait from `submit` to `start` overlaps a closed maybe-down period.
@@ -142,7 +166,7 @@ mod tests {
     /// during the outage and up again at the next release.
     #[test]
     fn an_injected_outage_is_detected_and_cleared_by_the_next_release() {
-        let mut a = Availability::new(params(), 0.95, 0.95);
+        let mut a = Availability::new(params(), 0.95, 0.95, AvailRule::Either, 0);
         let mut rng = crate::engine::rare::Rng::new(8);
         let mut t = 0i64;
         let mut flagged = 0;
@@ -192,7 +216,7 @@ mod tests {
 
     #[test]
     fn arrival_count_alone_can_mark_the_queue_down() {
-        let mut a = Availability::new(params(), 0.95, 0.95);
+        let mut a = Availability::new(params(), 0.95, 0.95, AvailRule::Either, 0);
         let mut t = 0;
         for _ in 0..300 {
             a.observe_arrival(t + 1);

@@ -105,8 +105,9 @@ pub struct Features {
     pub cluster: bool,
     /// Availability inference (§4).
     pub avail: bool,
-    // qbets.md §7 (pending jobs as right-censored waits, `censored`) is not implemented;
-    // `--features censored` is rejected rather than silently ignored.
+    /// Pending jobs that have outlived their cluster's bound count as known exceedances
+    /// in the change-point test and as right-censored waits in the window (§7, ours).
+    pub censored: bool,
 }
 
 impl Default for Features {
@@ -117,17 +118,19 @@ impl Default for Features {
 }
 
 impl Features {
-    /// Trimming, clustering and availability inference.
+    /// Every feature: trimming, clustering, availability inference, censored waits.
     pub const ALL: Features = Features {
         trim: true,
         cluster: true,
         avail: true,
+        censored: true,
     };
     /// The plain method.
     pub const NONE: Features = Features {
         trim: false,
         cluster: false,
         avail: false,
+        censored: false,
     };
 }
 
@@ -138,6 +141,7 @@ impl fmt::Display for Features {
             (self.trim, "trim"),
             (self.cluster, "cluster"),
             (self.avail, "avail"),
+            (self.censored, "censored"),
         ] {
             if flag {
                 on.push(name);
@@ -153,7 +157,8 @@ impl fmt::Display for Features {
 
 impl FromStr for Features {
     type Err = String;
-    /// `none`, `all`, or a comma-separated list of `trim`, `cluster`, `avail`.
+    /// `none`, `all`, or a comma-separated list of `trim`, `cluster`, `avail`,
+    /// `censored`.
     fn from_str(s: &str) -> Result<Self, String> {
         match s.trim() {
             "none" => return Ok(Features::NONE),
@@ -166,12 +171,10 @@ impl FromStr for Features {
                 "trim" => f.trim = true,
                 "cluster" => f.cluster = true,
                 "avail" => f.avail = true,
-                "censored" => {
-                    return Err("feature \"censored\" (qbets.md §7) is not implemented yet".into());
-                }
+                "censored" => f.censored = true,
                 other => {
                     return Err(format!(
-                        "unknown feature {other:?} (expected none, all, or a list of trim, cluster, avail)"
+                        "unknown feature {other:?} (expected none, all, or a list of trim, cluster, avail, censored)"
                     ));
                 }
             }
@@ -232,6 +235,99 @@ impl FromStr for Attribute {
     }
 }
 
+/// When availability inference calls a queue *maybe down* (qbets.md §4 and the
+/// product's departure from it, EVALUATION.md "Availability inference").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AvailRule {
+    /// qbets.md §4 as written: the arrivals since the last release exceed A's bound
+    /// *or* the time since the last release exceeds B's bound.
+    Either,
+    /// Both tests at once: releases have stopped for longer than B's bound *and* more
+    /// jobs than A's bound have arrived meanwhile — a burst with prompt releases, or a
+    /// quiet night without arrivals, is not an outage.
+    Both,
+    /// The time test, but only while work is waiting: B's bound exceeded with at least
+    /// one arrival since the last release.
+    TimeWhileWaiting,
+}
+
+impl AvailRule {
+    /// All rules, for the comparison in EVALUATION.md.
+    pub const ALL: [AvailRule; 3] = [
+        AvailRule::Either,
+        AvailRule::Both,
+        AvailRule::TimeWhileWaiting,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AvailRule::Either => "either",
+            AvailRule::Both => "both",
+            AvailRule::TimeWhileWaiting => "time-while-waiting",
+        }
+    }
+}
+
+impl fmt::Display for AvailRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for AvailRule {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        AvailRule::ALL
+            .into_iter()
+            .find(|a| a.name() == s.trim() || a.name().replace('-', "_") == s.trim())
+            .ok_or_else(|| {
+                format!("unknown availability rule {s:?} (expected either, both or time-while-waiting)")
+            })
+    }
+}
+
+/// Whose releases and arrivals availability inference counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AvailScope {
+    /// The queue's own (qbets.md §4).
+    Queue,
+    /// Every queue of the machine: an outage stops them all, while one quiet queue
+    /// says little about the machine.
+    Machine,
+}
+
+impl AvailScope {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AvailScope::Queue => "queue",
+            AvailScope::Machine => "machine",
+        }
+    }
+}
+
+impl fmt::Display for AvailScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for AvailScope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "queue" => Ok(AvailScope::Queue),
+            "machine" => Ok(AvailScope::Machine),
+            other => Err(format!(
+                "unknown availability scope {other:?} (expected queue or machine)"
+            )),
+        }
+    }
+}
+
 /// What a job looks like when it is submitted: the attributes jobs are clustered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct JobShape {
@@ -273,6 +369,13 @@ pub struct Config {
     /// Quantile and confidence of the availability series' bounds (§4).
     pub avail_quantile: f64,
     pub avail_confidence: f64,
+    /// Which tests must fire for *maybe down* (§4 says either).
+    pub avail_rule: AvailRule,
+    /// Whose releases and arrivals the availability series count.
+    pub avail_scope: AvailScope,
+    /// The time test never fires on a gap shorter than this, seconds (0: B's bound
+    /// alone decides).
+    pub avail_min_gap_s: u64,
     /// Keep waits that overlapped a maybe-down period out of the history (§4). Off by
     /// default: measured on the archive's traces, the maybe-down periods found at
     /// 0.95/0.95 cover so many pending jobs (bursts of submissions, long overnight
@@ -301,6 +404,9 @@ impl Default for Config {
             trim_confidence: 0.95,
             avail_quantile: 0.95,
             avail_confidence: 0.95,
+            avail_rule: AvailRule::Either,
+            avail_scope: AvailScope::Queue,
+            avail_min_gap_s: 0,
             exclude_down_waits: false,
         }
     }

@@ -7,9 +7,16 @@
 //! recent observations are stored (up to `history_cap`) and re-clustered every
 //! `recluster_every` observations; each cluster keeps its own trimmed window.
 //!
+//! Pending jobs are known too: an arrival joins the pending set and a start (or a
+//! departure without start) leaves it, each in O(log n). With `censored` on (qbets.md
+//! §7), [`QueuePredictor::advance`] brings the predictor to an instant: every pending
+//! job that has by then waited longer than its cluster's change-point bound becomes a
+//! known exceedance of that cluster (oldest first). Observations advance by themselves;
+//! a caller asking at a later instant advances first to get the answer the replay gives.
+//!
 //! May import: std, serde and the engine's own modules.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +25,7 @@ use super::binomial::{min_history, valid_level};
 use super::cluster::{self, Interval};
 use super::events::{Event, EventKind, JobRecord, event_stream};
 use super::series::{Series, SeriesParams};
-use super::{Attribute, Config, ConfigError, JobShape, Method};
+use super::{AvailScope, Attribute, Config, ConfigError, JobShape, Method};
 
 /// Why an answer does or does not carry a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -125,15 +132,34 @@ pub struct QueueState {
     /// maybe-down period.
     pub observed: u64,
     pub excluded_down: u64,
+    /// Jobs arrived and not yet started (or departed).
+    pub pending: usize,
+    /// Pending jobs known to have waited longer than their cluster's bound (§7).
+    pub censored: usize,
     pub at: i64,
 }
 
-/// One cluster: its interval(s) and its window.
+/// One cluster: its interval(s), its window and its pending jobs not yet known to
+/// exceed its bound (keys of [`QueuePredictor::pending`], oldest first).
 #[derive(Debug, Clone)]
 struct Slot {
     primary: Interval,
     secondary: Option<Interval>,
     series: Series,
+    waiting: BTreeSet<PendingKey>,
+}
+
+/// A pending job's key: submit time, then a sequence number (ties in arrival order).
+type PendingKey = (i64, u64);
+
+/// A job that has arrived and not yet started.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    shape: JobShape,
+    /// Its cluster's slot.
+    slot: usize,
+    /// Known to exceed its cluster's bound (held in the slot's censored set).
+    exceeded: bool,
 }
 
 /// A primary interval with its secondary intervals (two-level) and their slots.
@@ -167,6 +193,9 @@ pub struct QueuePredictor {
     observed: u64,
     excluded_down: u64,
     reclusterings: u64,
+    pending: BTreeMap<PendingKey, Pending>,
+    next_seq: u64,
+    censored_now: usize,
 }
 
 /// The whole attribute axis, before the first clustering.
@@ -203,15 +232,25 @@ impl QueuePredictor {
                 primary: EVERYTHING,
                 secondary: None,
                 series: Series::new(config.method, params),
+                waiting: BTreeSet::new(),
             }],
             params,
             min_cluster,
             history: VecDeque::new(),
             since_recluster: 0,
-            avail: Availability::new(params, config.avail_quantile, config.avail_confidence),
+            avail: Availability::new(
+                params,
+                config.avail_quantile,
+                config.avail_confidence,
+                config.avail_rule,
+                config.avail_min_gap_s,
+            ),
             observed: 0,
             excluded_down: 0,
             reclusterings: 0,
+            pending: BTreeMap::new(),
+            next_seq: 0,
+            censored_now: 0,
             config,
         })
     }
@@ -244,17 +283,32 @@ impl QueuePredictor {
         }
     }
 
-    /// A job of `shape` was submitted at `at`.
-    pub fn observe_arrival(&mut self, at: i64, _shape: JobShape) {
+    /// A job of `shape` was submitted at `at`; it is pending until it starts.
+    pub fn observe_arrival(&mut self, at: i64, shape: JobShape) {
+        self.advance(at);
         if self.config.features.avail {
             self.avail.observe_arrival(at);
         }
+        let key = (at, self.next_seq);
+        self.next_seq += 1;
+        let slot = self.slot_of(shape);
+        self.pending.insert(
+            key,
+            Pending {
+                shape,
+                slot,
+                exceeded: false,
+            },
+        );
+        self.slots[slot].waiting.insert(key);
     }
 
-    /// A job submitted at `submit` started at `start`: its wait (start − submit; a
-    /// negative wait is ignored) enters its cluster's history, unless availability
-    /// inference finds that it waited through a maybe-down period.
+    /// A job submitted at `submit` started at `start`: it leaves the pending set and its
+    /// wait (start − submit; a negative wait is ignored) enters its cluster's history,
+    /// unless availability inference finds that it waited through a maybe-down period.
     pub fn observe_start(&mut self, submit: i64, start: i64, shape: JobShape) {
+        self.advance(start);
+        let pending = self.take_pending(submit, shape);
         if self.config.features.avail {
             self.avail.observe_release(start);
             if self.config.exclude_down_waits && self.avail.overlaps_down(submit, start) {
@@ -267,7 +321,12 @@ impl QueuePredictor {
         };
         self.observed += 1;
         let slot = self.slot_of(shape);
-        self.slots[slot].series.observe(wait);
+        if pending.is_some_and(|p| p.exceeded) {
+            // Counted in the change-point test when it outlived the bound.
+            self.slots[slot].series.observe_counted(wait);
+        } else {
+            self.slots[slot].series.observe(wait);
+        }
         if self.config.features.cluster {
             self.history.push_back(Obs { shape, wait });
             if self.history.len() > self.config.history_cap {
@@ -278,6 +337,76 @@ impl QueuePredictor {
                 self.recluster();
             }
         }
+    }
+
+    /// A job submitted at `submit` left the queue at `at` without starting (cancelled
+    /// while pending): it is no longer pending and no wait is learnt.
+    pub fn observe_departure(&mut self, submit: i64, at: i64, shape: JobShape) {
+        self.advance(at);
+        self.take_pending(submit, shape);
+    }
+
+    /// A job of another queue of the same machine arrived at `at`. Counted by
+    /// availability inference when its scope is the machine; ignored otherwise.
+    pub fn observe_machine_arrival(&mut self, at: i64) {
+        if self.config.features.avail && self.config.avail_scope == AvailScope::Machine {
+            self.avail.observe_arrival(at);
+        }
+    }
+
+    /// A job of another queue of the same machine started at `at` (see
+    /// [`QueuePredictor::observe_machine_arrival`]).
+    pub fn observe_machine_release(&mut self, at: i64) {
+        if self.config.features.avail && self.config.avail_scope == AvailScope::Machine {
+            self.avail.observe_release(at);
+        }
+    }
+
+    /// Brings the predictor to `now` (qbets.md §7, with `censored` on): each pending job
+    /// that has by now waited longer than its cluster's change-point bound is counted as
+    /// a known exceedance, oldest first, and may complete a change point. Idempotent
+    /// for a given `now`; a no-op without `censored`.
+    pub fn advance(&mut self, now: i64) {
+        if !self.config.features.censored {
+            return;
+        }
+        let (q, c) = (self.config.trim_quantile, self.config.trim_confidence);
+        for slot in &mut self.slots {
+            while let Some(&key) = slot.waiting.first() {
+                // The bound is re-read each time: a change point moves it.
+                let Some(b) = slot.series.upper(q, c) else {
+                    break;
+                };
+                if (now.saturating_sub(key.0) as f64) <= b {
+                    break;
+                }
+                slot.waiting.pop_first();
+                if let Some(p) = self.pending.get_mut(&key) {
+                    p.exceeded = true;
+                }
+                self.censored_now += 1;
+                slot.series.observe_exceedance(key.0);
+            }
+        }
+    }
+
+    /// Removes the pending job `(submit, shape)` (any one of identical ones) from the
+    /// pending set and its cluster.
+    fn take_pending(&mut self, submit: i64, shape: JobShape) -> Option<Pending> {
+        let key = self
+            .pending
+            .range((submit, 0)..=(submit, u64::MAX))
+            .find(|(_, p)| p.shape == shape)
+            .map(|(k, _)| *k)?;
+        let p = self.pending.remove(&key)?;
+        let slot = &mut self.slots[p.slot];
+        if p.exceeded {
+            slot.series.forget_censored(submit);
+            self.censored_now -= 1;
+        } else {
+            slot.waiting.remove(&key);
+        }
+        Some(p)
     }
 
     fn primary_value(&self, shape: JobShape) -> u64 {
@@ -418,6 +547,7 @@ impl QueuePredictor {
                         primary: layout[i].0,
                         secondary: layout[i].1,
                         series: Series::replayed(self.config.method, self.params, vals),
+                        waiting: BTreeSet::new(),
                     });
                 }
             }
@@ -426,6 +556,25 @@ impl QueuePredictor {
             .into_iter()
             .map(|s| s.expect("every slot filled"))
             .collect();
+        self.reslot_pending();
+    }
+
+    /// Puts every pending job into the cluster its shape now falls in; known
+    /// exceedances stay known (they are not counted again).
+    fn reslot_pending(&mut self) {
+        for slot in &mut self.slots {
+            slot.waiting.clear();
+            slot.series.clear_censored();
+        }
+        let to: Vec<usize> = self.pending.values().map(|p| self.slot_of(p.shape)).collect();
+        for ((key, p), slot) in self.pending.iter_mut().zip(to) {
+            p.slot = slot;
+            if p.exceeded {
+                self.slots[slot].series.add_censored(key.0);
+            } else {
+                self.slots[slot].waiting.insert(*key);
+            }
+        }
     }
 
     fn range_of(&self, slot: usize) -> ClusterRange {
@@ -469,7 +618,7 @@ impl QueuePredictor {
         let found = self.answering(now, shape);
         let bound = found.as_ref().and_then(|(_, series)| {
             (valid_level(quantile) && valid_level(confidence))
-                .then(|| series.upper(quantile, confidence))
+                .then(|| series.upper_at(quantile, confidence, now))
                 .flatten()
         });
         BoundAnswer {
@@ -542,6 +691,8 @@ impl QueuePredictor {
             arrivals_since_release: self.avail.arrivals_since_release(),
             observed: self.observed,
             excluded_down: self.excluded_down,
+            pending: self.pending.len(),
+            censored: self.censored_now,
             at: now,
         }
     }
