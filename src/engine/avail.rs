@@ -234,4 +234,104 @@ mod tests {
             "not before the arrival that tipped it"
         );
     }
+
+    /// Healthy traffic as in the outage test: a release every 60–120 s, one or two
+    /// arrivals between releases. Returns the detector and the last release time.
+    fn healthy(rule: AvailRule, q: f64) -> (Availability, i64) {
+        let mut a = Availability::new(params(), q, 0.95, rule, 0);
+        let mut rng = crate::engine::rare::Rng::new(8);
+        let mut t = 0i64;
+        for i in 0..500 {
+            a.observe_arrival(t + 10);
+            if i % 3 == 0 {
+                a.observe_arrival(t + 20);
+            }
+            t += 60 + (rng.uniform() * 60.0) as i64;
+            a.observe_release(t);
+        }
+        (a, t)
+    }
+
+    /// Every rule, at the spec's level and the product's: releases stop while arrivals
+    /// go on — the queue is called down during the outage, not before it began, and up
+    /// again at the next release, which closes the period.
+    #[test]
+    fn every_rule_flags_an_outage_and_clears_it_at_the_next_release() {
+        for rule in AvailRule::ALL {
+            for q in [0.95, 0.99] {
+                let (mut a, last) = healthy(rule, q);
+                let before = a.periods().count();
+                for k in 0..50 {
+                    a.observe_arrival(last + 30 + k * 60);
+                }
+                let back = last + 6 * 3600;
+                let since = a
+                    .down_since(back - 1)
+                    .unwrap_or_else(|| panic!("{rule} {q}: not down during the outage"));
+                assert!(since > last && since < last + 3600, "{rule} {q}: {since}");
+                assert_eq!(a.down_since(since - 1), None, "{rule} {q}");
+                a.observe_release(back);
+                assert_eq!(a.down_since(back), None, "{rule} {q}");
+                assert_eq!(a.down_since(back + 30), None, "{rule} {q}");
+                assert_eq!(a.periods().nth(before), Some((since, back)), "{rule} {q}");
+            }
+        }
+    }
+
+    /// A burst of 40 submissions while the scheduler keeps releasing promptly is no
+    /// outage: the stricter rules stay quiet, where the spec's rule (either test) calls
+    /// the queue down on the arrival count alone.
+    #[test]
+    fn a_burst_with_prompt_releases_is_not_an_outage() {
+        for rule in AvailRule::ALL {
+            let (mut a, last) = healthy(rule, 0.99);
+            for k in 0..40 {
+                a.observe_arrival(last + 1 + k);
+            }
+            let flagged = a.down_since(last + 50).is_some();
+            assert_eq!(flagged, rule == AvailRule::Either, "{rule}");
+            a.observe_release(last + 55);
+            // Releases keep coming at the usual pace while the burst drains.
+            let mut t = last + 55;
+            for _ in 0..10 {
+                assert_eq!(a.down_since(t + 59), None, "{rule}");
+                t += 60;
+                a.observe_release(t);
+            }
+        }
+    }
+
+    /// A quiet night: no arrivals and no releases for eight hours. Nothing is waiting,
+    /// so nothing can be late; only the spec's time test alone calls that down.
+    #[test]
+    fn a_quiet_night_without_arrivals_is_not_an_outage() {
+        for rule in AvailRule::ALL {
+            let (a, last) = healthy(rule, 0.99);
+            let flagged = a.down_since(last + 8 * 3600).is_some();
+            assert_eq!(flagged, rule == AvailRule::Either, "{rule}");
+        }
+        // The first job of the morning starts the clock of the time-while-waiting rule
+        // (the gap is long past B's bound, so it is down from that arrival on), while
+        // the arrival-count test of `both` needs more than A's bound.
+        let (mut a, last) = healthy(AvailRule::TimeWhileWaiting, 0.99);
+        a.observe_arrival(last + 8 * 3600);
+        assert_eq!(a.down_since(last + 8 * 3600), Some(last + 8 * 3600));
+        let (mut a, last) = healthy(AvailRule::Both, 0.99);
+        a.observe_arrival(last + 8 * 3600);
+        assert_eq!(a.down_since(last + 8 * 3600 + 1), None);
+    }
+
+    /// The minimum gap holds the time test back: a gap past B's bound but shorter than
+    /// the minimum is not called down.
+    #[test]
+    fn the_minimum_gap_holds_the_time_test_back() {
+        let mut a = Availability::new(params(), 0.95, 0.95, AvailRule::Either, 3600);
+        let mut t = 0;
+        for _ in 0..300 {
+            t += 60;
+            a.observe_release(t);
+        }
+        assert_eq!(a.down_since(t + 1800), None);
+        assert_eq!(a.down_since(t + 3601), Some(t + 3601));
+    }
 }

@@ -132,6 +132,9 @@ pub struct QueueState {
     /// maybe-down period.
     pub observed: u64,
     pub excluded_down: u64,
+    /// Change points detected in the wait windows (§2), censored ones included, since
+    /// the predictor was made (re-clustering rebuilds do not count).
+    pub change_points: u64,
     /// Jobs arrived and not yet started (or departed).
     pub pending: usize,
     /// Pending jobs known to have waited longer than their cluster's bound (§7).
@@ -192,6 +195,7 @@ pub struct QueuePredictor {
     avail: Availability,
     observed: u64,
     excluded_down: u64,
+    change_points: u64,
     reclusterings: u64,
     pending: BTreeMap<PendingKey, Pending>,
     next_seq: u64,
@@ -247,6 +251,7 @@ impl QueuePredictor {
             ),
             observed: 0,
             excluded_down: 0,
+            change_points: 0,
             reclusterings: 0,
             pending: BTreeMap::new(),
             next_seq: 0,
@@ -325,7 +330,7 @@ impl QueuePredictor {
             // Counted in the change-point test when it outlived the bound.
             self.slots[slot].series.observe_counted(wait);
         } else {
-            self.slots[slot].series.observe(wait);
+            self.change_points += u64::from(self.slots[slot].series.observe(wait));
         }
         if self.config.features.cluster {
             self.history.push_back(Obs { shape, wait });
@@ -374,6 +379,8 @@ impl QueuePredictor {
         for slot in &mut self.slots {
             while let Some(&key) = slot.waiting.first() {
                 // The bound is re-read each time: a change point moves it.
+                // §2's upper bound of the observed window: measured against the bound
+                // with the censored waits in (EVALUATION.md), it catches bursts sooner.
                 let Some(b) = slot.series.upper(q, c) else {
                     break;
                 };
@@ -385,7 +392,7 @@ impl QueuePredictor {
                     p.exceeded = true;
                 }
                 self.censored_now += 1;
-                slot.series.observe_exceedance(key.0);
+                self.change_points += u64::from(slot.series.observe_exceedance(key.0));
             }
         }
     }
@@ -691,6 +698,7 @@ impl QueuePredictor {
             arrivals_since_release: self.avail.arrivals_since_release(),
             observed: self.observed,
             excluded_down: self.excluded_down,
+            change_points: self.change_points,
             pending: self.pending.len(),
             censored: self.censored_now,
             at: now,
@@ -789,7 +797,7 @@ mod tests {
         );
         let json = serde_json::to_value(p.bound(1000, s, 0.95, 0.95)).unwrap();
         assert_eq!(json["status"], "ok");
-        assert_eq!(json["cluster"]["primary"]["attribute"], "node_seconds");
+        assert_eq!(json["cluster"]["primary"]["attribute"], "nodes");
         let st = p.state(1000);
         assert_eq!((st.status, st.observed), (Status::Ok, 59));
     }
@@ -807,6 +815,9 @@ mod tests {
         let last = t + 5; // the last job (i = 399) waited 5 + 399 % 7 = 5 s
         assert_eq!(p.bound(last + 30, s, 0.95, 0.95).status, Status::Ok);
         // No release for a day while jobs keep arriving.
+        for k in 1..=100 {
+            p.observe_arrival(last + k * 60, s);
+        }
         let day = last + 86_400;
         assert_eq!(p.bound(day, s, 0.95, 0.95).status, Status::MaybeDown);
         let st = p.state(day);
@@ -815,5 +826,98 @@ mod tests {
         p.observe_start(day - 100, day, s);
         assert_eq!(p.bound(day, s, 0.95, 0.95).status, Status::Ok);
         assert_eq!(p.state(day).last_release, Some(day));
+    }
+
+    /// Pending jobs are derived from arrivals, starts and departures; with `censored`,
+    /// a burst that outlives its cluster's bound completes a change point before any
+    /// of it starts, and the bound answered at an instant rises to the recent window's
+    /// longest wait — where without it the old bound stands until the burst starts.
+    #[test]
+    fn a_burst_outliving_the_bound_is_seen_before_it_starts() {
+        let s = shape(4, 3600);
+        let run = |censored: bool| {
+            let mut p = QueuePredictor::new(Config {
+                // No availability inference: nothing starts during the burst.
+                features: Features {
+                    censored,
+                    avail: false,
+                    ..Features::ALL
+                },
+                ..Config::default()
+            })
+            .unwrap();
+            let mut t = 0;
+            for i in 0..300 {
+                t += 60;
+                p.observe_arrival(t, s);
+                // Waits 30..=89 s, and 2 000 s once in 50 (too rare to move the bound).
+                let wait = if i % 50 == 25 { 2_000 } else { 30 + i % 60 };
+                p.observe_start(t, t + wait, s);
+            }
+            let old = p.bound(t, s, 0.95, 0.95).bound_s.unwrap();
+            assert!(old < 90, "{old}");
+            // A burst of 20 jobs; one other job arrives and departs unstarted.
+            p.observe_arrival(t + 1, shape(1, 60));
+            for k in 0..20 {
+                p.observe_arrival(t + 2 + k, s);
+            }
+            p.observe_departure(t + 1, t + 25, shape(1, 60));
+            assert_eq!(p.state(t + 30).pending, 20);
+            // An hour later none has started.
+            let later = t + 3600;
+            p.advance(later);
+            (p, old, later)
+        };
+        let (p, old, later) = run(true);
+        let st = p.state(later);
+        assert_eq!((st.pending, st.censored), (20, 20));
+        let trims = p.clusters()[0].trims;
+        assert!(trims >= 1, "change points from censored waits");
+        assert_eq!(st.change_points, trims);
+        assert_eq!(p.bound(later, s, 0.95, 0.95).bound_s, Some(2_000));
+        let (p, old_plain, later) = run(false);
+        assert_eq!(old_plain, old);
+        assert_eq!(p.state(later).censored, 0);
+        assert_eq!(p.clusters()[0].trims, 0);
+        assert_eq!(p.bound(later, s, 0.95, 0.95).bound_s, Some(old));
+        // The burst's starts take it out of the pending set; their waits enter the
+        // window without being tested again.
+        let (mut p, _, later) = run(true);
+        for k in 0..20 {
+            p.observe_start(later - 3600 + 2 + k, later + k, s);
+        }
+        let st = p.state(later + 20);
+        assert_eq!((st.pending, st.censored), (0, 0));
+        assert_eq!(p.clusters()[0].trims, trims);
+    }
+
+    /// Machine scope: a queue whose own releases are rare stays up while the machine's
+    /// other queues keep releasing; queue scope ignores the other queues.
+    #[test]
+    fn machine_scope_counts_the_other_queues() {
+        use crate::engine::{AvailRule, AvailScope};
+        let s = shape(1, 600);
+        for scope in [AvailScope::Queue, AvailScope::Machine] {
+            let mut p = QueuePredictor::new(Config {
+                avail_rule: AvailRule::Either,
+                avail_quantile: 0.95,
+                avail_scope: scope,
+                ..Config::default()
+            })
+            .unwrap();
+            let mut t = 0;
+            for _ in 0..200 {
+                t += 60;
+                p.observe_arrival(t, s);
+                p.observe_start(t, t + 5, s);
+            }
+            // Two hours in which only the other queues release, every minute.
+            for k in 1..=120 {
+                p.observe_machine_arrival(t + k * 60 - 10);
+                p.observe_machine_release(t + k * 60);
+            }
+            let down = p.state(t + 2 * 3600 + 1).status == Status::MaybeDown;
+            assert_eq!(down, scope == AvailScope::Queue, "{scope}");
+        }
     }
 }

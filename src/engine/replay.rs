@@ -64,6 +64,8 @@ pub struct MethodScore {
     pub accuracy_ratio: Option<f64>,
     /// Starts kept out of the history because they overlapped a maybe-down period.
     pub excluded_down: u64,
+    /// Change points the predictor detected (§2, with censored exceedances when on).
+    pub change_points: u64,
 }
 
 /// A queue's replay: scores, per-job predictions and the final predictors.
@@ -218,6 +220,7 @@ fn score(
                 },
                 accuracy_ratio: None,
                 excluded_down: predictors[m].state(0).excluded_down,
+                change_points: predictors[m].state(0).change_points,
             }
         })
         .collect();
