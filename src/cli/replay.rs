@@ -195,7 +195,11 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         Vec::new()
     };
-    let machine = if machine.is_empty() { &queues } else { &machine };
+    let machine = if machine.is_empty() {
+        &queues
+    } else {
+        &machine
+    };
     let mut csv = match &args.predictions {
         Some(p) => {
             let f = std::fs::File::create(p)

@@ -25,7 +25,7 @@ use super::binomial::{min_history, valid_level};
 use super::cluster::{self, Interval};
 use super::events::{Event, EventKind, JobRecord, event_stream};
 use super::series::{Series, SeriesParams};
-use super::{AvailScope, Attribute, Config, ConfigError, JobShape, Method};
+use super::{Attribute, AvailScope, Config, ConfigError, JobShape, Method};
 
 /// Why an answer does or does not carry a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -573,7 +573,11 @@ impl QueuePredictor {
             slot.waiting.clear();
             slot.series.clear_censored();
         }
-        let to: Vec<usize> = self.pending.values().map(|p| self.slot_of(p.shape)).collect();
+        let to: Vec<usize> = self
+            .pending
+            .values()
+            .map(|p| self.slot_of(p.shape))
+            .collect();
         for ((key, p), slot) in self.pending.iter_mut().zip(to) {
             p.slot = slot;
             if p.exceeded {

@@ -368,11 +368,10 @@ impl Series {
     /// wait so far, capped at the window's largest value (order is kept: the cap is
     /// the same for all).
     fn censored_wait(&self, j: usize, now: i64) -> u64 {
-        let submit = dec(
-            self.censored
-                .select(self.censored.len() + 1 - j)
-                .expect("rank within the censored set"),
-        );
+        let submit = dec(self
+            .censored
+            .select(self.censored.len() + 1 - j)
+            .expect("rank within the censored set"));
         let w = u64::try_from(now.saturating_sub(submit)).unwrap_or(0);
         // Capped at the window's largest wait: a job held for months (user holds,
         // dependencies — pending, but not waiting for the machine) would otherwise set
@@ -631,7 +630,11 @@ mod tests {
         let mut s = Series::new(Method::Binomial, params(true));
         for i in 0..2_000 {
             // One long wait now and then (too rare to move the 0.95 bound).
-            s.observe(if i % 100 == 49 { 1_000 } else { (rng.uniform() * 100.0) as u64 });
+            s.observe(if i % 100 == 49 {
+                1_000
+            } else {
+                (rng.uniform() * 100.0) as u64
+            });
         }
         let before = s.upper(0.95, 0.95).unwrap();
         assert!(before < 100.0, "{before}");
