@@ -97,8 +97,18 @@ fn update_and_predict(c: &mut Criterion) {
 
 fn deadline(c: &mut Criterion) {
     let mut rng = Rng::new(7);
-    let q = warmed(Config::default(), 100_000, &mut rng);
+    // Without availability inference, so that the query computes an answer whatever
+    // the synthetic queue's state at its last instant.
+    let config = Config {
+        features: Features {
+            avail: false,
+            ..Features::ALL
+        },
+        ..Config::default()
+    };
+    let q = warmed(config, 100_000, &mut rng);
     let s = shape(&mut rng);
+    assert!(q.p.probability(q.t, s, 3600, 0.95).probability.is_some());
     c.bench_function("probability (100k history)", |b| {
         b.iter(|| q.p.probability(q.t, s, 3600, 0.95).probability)
     });

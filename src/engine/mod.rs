@@ -183,6 +183,14 @@ impl FromStr for Features {
     }
 }
 
+/// The choice among `all` whose command-line `name` is `s` (with `-` or `_`).
+fn by_name<T: Copy>(all: &[T], name: fn(T) -> &'static str, s: &str) -> Option<T> {
+    let s = s.trim();
+    all.iter()
+        .copied()
+        .find(|&a| name(a) == s || name(a).replace('-', "_") == s)
+}
+
 /// The job attribute jobs are clustered by (qbets.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -226,12 +234,9 @@ impl fmt::Display for Attribute {
 impl FromStr for Attribute {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Attribute::ALL
-            .into_iter()
-            .find(|a| a.name() == s.trim() || a.name().replace('-', "_") == s.trim())
-            .ok_or_else(|| {
-                format!("unknown attribute {s:?} (expected walltime, nodes, node-seconds or walltime-then-nodes)")
-            })
+        by_name(&Attribute::ALL, Attribute::name, s).ok_or_else(|| {
+            format!("unknown attribute {s:?} (expected walltime, nodes, node-seconds or walltime-then-nodes)")
+        })
     }
 }
 
@@ -279,14 +284,9 @@ impl fmt::Display for AvailRule {
 impl FromStr for AvailRule {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        AvailRule::ALL
-            .into_iter()
-            .find(|a| a.name() == s.trim() || a.name().replace('-', "_") == s.trim())
-            .ok_or_else(|| {
-                format!(
-                    "unknown availability rule {s:?} (expected either, both or time-while-waiting)"
-                )
-            })
+        by_name(&AvailRule::ALL, AvailRule::name, s).ok_or_else(|| {
+            format!("unknown availability rule {s:?} (expected either, both or time-while-waiting)")
+        })
     }
 }
 

@@ -154,7 +154,7 @@ pub fn replay_on_machine(
             p.observe(ev, job);
         }
         done += 1;
-        if done % 4096 == 0 {
+        if done.is_multiple_of(4096) {
             progress(done);
         }
     }
