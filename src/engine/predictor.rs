@@ -7,9 +7,9 @@
 //! recent observations are stored (up to `history_cap`) and re-clustered every
 //! `recluster_every` observations; each cluster keeps its own trimmed window.
 //!
-//! Pending jobs are known too: an arrival joins the pending set and a start (or a
-//! departure without start) leaves it, each in O(log n). With `censored` on (qbets.md
-//! §7), [`QueuePredictor::advance`] brings the predictor to an instant: every pending
+//! With `censored` on (qbets.md §7) pending jobs are known too: an arrival joins the
+//! pending set and a start (or a departure without start) leaves it, each in
+//! O(log n), and [`QueuePredictor::advance`] brings the predictor to an instant: every pending
 //! job that has by then waited longer than its cluster's change-point bound becomes a
 //! known exceedance of that cluster (oldest first). Observations advance by themselves;
 //! a caller asking at a later instant advances first to get the answer the replay gives.
@@ -135,7 +135,8 @@ pub struct QueueState {
     /// Change points detected in the wait windows (§2), censored ones included, since
     /// the predictor was made (re-clustering rebuilds do not count).
     pub change_points: u64,
-    /// Jobs arrived and not yet started (or departed).
+    /// Jobs arrived and not yet started (or departed); tracked with `censored` on
+    /// (0 otherwise).
     pub pending: usize,
     /// Pending jobs known to have waited longer than their cluster's bound (§7).
     pub censored: usize,
@@ -293,6 +294,10 @@ impl QueuePredictor {
         self.advance(at);
         if self.config.features.avail {
             self.avail.observe_arrival(at);
+        }
+        if !self.config.features.censored {
+            // Pending jobs only matter to censored waits; the plain path stays lean.
+            return;
         }
         let key = (at, self.next_seq);
         self.next_seq += 1;
@@ -866,7 +871,7 @@ mod tests {
                 p.observe_arrival(t + 2 + k, s);
             }
             p.observe_departure(t + 1, t + 25, shape(1, 60));
-            assert_eq!(p.state(t + 30).pending, 20);
+            assert_eq!(p.state(t + 30).pending, if censored { 20 } else { 0 });
             // An hour later none has started.
             let later = t + 3600;
             p.advance(later);
