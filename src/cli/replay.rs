@@ -13,8 +13,10 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::cli::progress;
-use crate::engine::replay::{MethodScore, ReplayOptions, replay};
-use crate::engine::{Attribute, Config, Features, JobRecord, JobShape, Method};
+use crate::engine::replay::{MethodScore, ReplayOptions, replay_on_machine};
+use crate::engine::{
+    Attribute, AvailRule, AvailScope, Config, Features, JobRecord, JobShape, Method,
+};
 use crate::trace::swf::{self, QueueField, SwfRecord, SwfTrace};
 
 /// Malformed lines printed on stderr before the rest are only counted.
@@ -36,7 +38,7 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub methods: Vec<Method>,
-    /// `all`, `none`, or a list of trim, cluster, avail.
+    /// `all`, `none`, or a list of trim, cluster, avail, censored.
     #[arg(long, default_value = "all")]
     pub features: Features,
     /// The quantile bounded.
@@ -50,8 +52,20 @@ pub struct Args {
     #[arg(long)]
     pub attribute: Option<Attribute>,
     /// Quantile of the availability series' bounds (qbets.md §4 fixes 0.95).
-    #[arg(long, default_value_t = 0.95, hide = true)]
-    pub avail_quantile: f64,
+    /// Default: the engine's default.
+    #[arg(long)]
+    pub avail_quantile: Option<f64>,
+    /// When a queue is called maybe down: `either` test (qbets.md §4 as written),
+    /// `both` tests at once, or `time-while-waiting`. Default: the engine's default.
+    #[arg(long)]
+    pub avail_rule: Option<AvailRule>,
+    /// Whose releases and arrivals availability inference counts: `queue` or
+    /// `machine` (every queue of the trace). Default: the engine's default.
+    #[arg(long)]
+    pub avail_scope: Option<AvailScope>,
+    /// The time test never fires on a release gap shorter than this, seconds.
+    #[arg(long)]
+    pub avail_min_gap: Option<u64>,
     /// Keep waits that overlapped a maybe-down period out of the history (qbets.md §4's
     /// rule; off by default, see EVALUATION.md).
     #[arg(long)]
@@ -140,7 +154,18 @@ pub fn run(args: Args) -> Result<()> {
         features: args.features,
         ..Config::default()
     };
-    config.avail_quantile = args.avail_quantile;
+    if let Some(v) = args.avail_quantile {
+        config.avail_quantile = v;
+    }
+    if let Some(v) = args.avail_rule {
+        config.avail_rule = v;
+    }
+    if let Some(v) = args.avail_scope {
+        config.avail_scope = v;
+    }
+    if let Some(v) = args.avail_min_gap {
+        config.avail_min_gap_s = v;
+    }
     config.exclude_down_waits = args.exclude_down_waits;
     if let Some(v) = args.k_max {
         config.k_max = v;
@@ -163,6 +188,18 @@ pub fn run(args: Args) -> Result<()> {
         confidence: args.confidence,
         config,
     };
+    // Every queue of the trace, when one queue is replayed against the whole machine.
+    let machine_wide = opts.config.features.avail && opts.config.avail_scope == AvailScope::Machine;
+    let machine = if machine_wide && args.queue.is_some() {
+        split_queues(&trace, None, &args.trace)?
+    } else {
+        Vec::new()
+    };
+    let machine = if machine.is_empty() {
+        &queues
+    } else {
+        &machine
+    };
     let mut csv = match &args.predictions {
         Some(p) => {
             let f = std::fs::File::create(p)
@@ -184,7 +221,18 @@ pub fn run(args: Args) -> Result<()> {
     {
         let pb = progress::bar(2 * q.jobs.len() as u64, "events");
         pb.set_message(format!("queue {}", q.label));
-        let r = replay(&q.jobs, &opts, &mut |n| pb.set_position(n))?;
+        // Availability over the whole machine: the other queues' jobs feed it.
+        let others: Vec<JobRecord> =
+            if opts.config.avail_scope == AvailScope::Machine && q.label != "all" {
+                machine
+                    .iter()
+                    .filter(|o| o.label != q.label)
+                    .flat_map(|o| o.jobs.iter().copied())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+        let r = replay_on_machine(&q.jobs, &others, &opts, &mut |n| pb.set_position(n))?;
         pb.finish_and_clear();
         if let Some(w) = csv.as_mut() {
             write_predictions(w, q, &opts.methods, &r.predictions)?;

@@ -7,9 +7,16 @@
 //! recent observations are stored (up to `history_cap`) and re-clustered every
 //! `recluster_every` observations; each cluster keeps its own trimmed window.
 //!
+//! With `censored` on (qbets.md §7) pending jobs are known too: an arrival joins the
+//! pending set and a start (or a departure without start) leaves it, each in
+//! O(log n), and [`QueuePredictor::advance`] brings the predictor to an instant: every pending
+//! job that has by then waited longer than its cluster's change-point bound becomes a
+//! known exceedance of that cluster (oldest first). Observations advance by themselves;
+//! a caller asking at a later instant advances first to get the answer the replay gives.
+//!
 //! May import: std, serde and the engine's own modules.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +25,7 @@ use super::binomial::{min_history, valid_level};
 use super::cluster::{self, Interval};
 use super::events::{Event, EventKind, JobRecord, event_stream};
 use super::series::{Series, SeriesParams};
-use super::{Attribute, Config, ConfigError, JobShape, Method};
+use super::{Attribute, AvailScope, Config, ConfigError, JobShape, Method};
 
 /// Why an answer does or does not carry a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -125,15 +132,38 @@ pub struct QueueState {
     /// maybe-down period.
     pub observed: u64,
     pub excluded_down: u64,
+    /// Change points detected in the wait windows (§2), censored ones included, since
+    /// the predictor was made (re-clustering rebuilds do not count).
+    pub change_points: u64,
+    /// Jobs arrived and not yet started (or departed); tracked with `censored` on
+    /// (0 otherwise).
+    pub pending: usize,
+    /// Pending jobs known to have waited longer than their cluster's bound (§7).
+    pub censored: usize,
     pub at: i64,
 }
 
-/// One cluster: its interval(s) and its window.
+/// One cluster: its interval(s), its window and its pending jobs not yet known to
+/// exceed its bound (keys of [`QueuePredictor::pending`], oldest first).
 #[derive(Debug, Clone)]
 struct Slot {
     primary: Interval,
     secondary: Option<Interval>,
     series: Series,
+    waiting: BTreeSet<PendingKey>,
+}
+
+/// A pending job's key: submit time, then a sequence number (ties in arrival order).
+type PendingKey = (i64, u64);
+
+/// A job that has arrived and not yet started.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    shape: JobShape,
+    /// Its cluster's slot.
+    slot: usize,
+    /// Known to exceed its cluster's bound (held in the slot's censored set).
+    exceeded: bool,
 }
 
 /// A primary interval with its secondary intervals (two-level) and their slots.
@@ -166,7 +196,11 @@ pub struct QueuePredictor {
     avail: Availability,
     observed: u64,
     excluded_down: u64,
+    change_points: u64,
     reclusterings: u64,
+    pending: BTreeMap<PendingKey, Pending>,
+    next_seq: u64,
+    censored_now: usize,
 }
 
 /// The whole attribute axis, before the first clustering.
@@ -203,15 +237,26 @@ impl QueuePredictor {
                 primary: EVERYTHING,
                 secondary: None,
                 series: Series::new(config.method, params),
+                waiting: BTreeSet::new(),
             }],
             params,
             min_cluster,
             history: VecDeque::new(),
             since_recluster: 0,
-            avail: Availability::new(params, config.avail_quantile, config.avail_confidence),
+            avail: Availability::new(
+                params,
+                config.avail_quantile,
+                config.avail_confidence,
+                config.avail_rule,
+                config.avail_min_gap_s,
+            ),
             observed: 0,
             excluded_down: 0,
+            change_points: 0,
             reclusterings: 0,
+            pending: BTreeMap::new(),
+            next_seq: 0,
+            censored_now: 0,
             config,
         })
     }
@@ -244,17 +289,36 @@ impl QueuePredictor {
         }
     }
 
-    /// A job of `shape` was submitted at `at`.
-    pub fn observe_arrival(&mut self, at: i64, _shape: JobShape) {
+    /// A job of `shape` was submitted at `at`; it is pending until it starts.
+    pub fn observe_arrival(&mut self, at: i64, shape: JobShape) {
+        self.advance(at);
         if self.config.features.avail {
             self.avail.observe_arrival(at);
         }
+        if !self.config.features.censored {
+            // Pending jobs only matter to censored waits; the plain path stays lean.
+            return;
+        }
+        let key = (at, self.next_seq);
+        self.next_seq += 1;
+        let slot = self.slot_of(shape);
+        self.pending.insert(
+            key,
+            Pending {
+                shape,
+                slot,
+                exceeded: false,
+            },
+        );
+        self.slots[slot].waiting.insert(key);
     }
 
-    /// A job submitted at `submit` started at `start`: its wait (start − submit; a
-    /// negative wait is ignored) enters its cluster's history, unless availability
-    /// inference finds that it waited through a maybe-down period.
+    /// A job submitted at `submit` started at `start`: it leaves the pending set and its
+    /// wait (start − submit; a negative wait is ignored) enters its cluster's history,
+    /// unless availability inference finds that it waited through a maybe-down period.
     pub fn observe_start(&mut self, submit: i64, start: i64, shape: JobShape) {
+        self.advance(start);
+        let pending = self.take_pending(submit, shape);
         if self.config.features.avail {
             self.avail.observe_release(start);
             if self.config.exclude_down_waits && self.avail.overlaps_down(submit, start) {
@@ -267,7 +331,12 @@ impl QueuePredictor {
         };
         self.observed += 1;
         let slot = self.slot_of(shape);
-        self.slots[slot].series.observe(wait);
+        if pending.is_some_and(|p| p.exceeded) {
+            // Counted in the change-point test when it outlived the bound.
+            self.slots[slot].series.observe_counted(wait);
+        } else {
+            self.change_points += u64::from(self.slots[slot].series.observe(wait));
+        }
         if self.config.features.cluster {
             self.history.push_back(Obs { shape, wait });
             if self.history.len() > self.config.history_cap {
@@ -278,6 +347,78 @@ impl QueuePredictor {
                 self.recluster();
             }
         }
+    }
+
+    /// A job submitted at `submit` left the queue at `at` without starting (cancelled
+    /// while pending): it is no longer pending and no wait is learnt.
+    pub fn observe_departure(&mut self, submit: i64, at: i64, shape: JobShape) {
+        self.advance(at);
+        self.take_pending(submit, shape);
+    }
+
+    /// A job of another queue of the same machine arrived at `at`. Counted by
+    /// availability inference when its scope is the machine; ignored otherwise.
+    pub fn observe_machine_arrival(&mut self, at: i64) {
+        if self.config.features.avail && self.config.avail_scope == AvailScope::Machine {
+            self.avail.observe_arrival(at);
+        }
+    }
+
+    /// A job of another queue of the same machine started at `at` (see
+    /// [`QueuePredictor::observe_machine_arrival`]).
+    pub fn observe_machine_release(&mut self, at: i64) {
+        if self.config.features.avail && self.config.avail_scope == AvailScope::Machine {
+            self.avail.observe_release(at);
+        }
+    }
+
+    /// Brings the predictor to `now` (qbets.md §7, with `censored` on): each pending job
+    /// that has by now waited longer than its cluster's change-point bound is counted as
+    /// a known exceedance, oldest first, and may complete a change point. Idempotent
+    /// for a given `now`; a no-op without `censored`.
+    pub fn advance(&mut self, now: i64) {
+        if !self.config.features.censored {
+            return;
+        }
+        let (q, c) = (self.config.trim_quantile, self.config.trim_confidence);
+        for slot in &mut self.slots {
+            while let Some(&key) = slot.waiting.first() {
+                // The bound is re-read each time: a change point moves it.
+                // §2's upper bound of the observed window: measured against the bound
+                // with the censored waits in (EVALUATION.md), it catches bursts sooner.
+                let Some(b) = slot.series.upper(q, c) else {
+                    break;
+                };
+                if (now.saturating_sub(key.0) as f64) <= b {
+                    break;
+                }
+                slot.waiting.pop_first();
+                if let Some(p) = self.pending.get_mut(&key) {
+                    p.exceeded = true;
+                }
+                self.censored_now += 1;
+                self.change_points += u64::from(slot.series.observe_exceedance(key.0));
+            }
+        }
+    }
+
+    /// Removes the pending job `(submit, shape)` (any one of identical ones) from the
+    /// pending set and its cluster.
+    fn take_pending(&mut self, submit: i64, shape: JobShape) -> Option<Pending> {
+        let key = self
+            .pending
+            .range((submit, 0)..=(submit, u64::MAX))
+            .find(|(_, p)| p.shape == shape)
+            .map(|(k, _)| *k)?;
+        let p = self.pending.remove(&key)?;
+        let slot = &mut self.slots[p.slot];
+        if p.exceeded {
+            slot.series.forget_censored(submit);
+            self.censored_now -= 1;
+        } else {
+            slot.waiting.remove(&key);
+        }
+        Some(p)
     }
 
     fn primary_value(&self, shape: JobShape) -> u64 {
@@ -418,6 +559,7 @@ impl QueuePredictor {
                         primary: layout[i].0,
                         secondary: layout[i].1,
                         series: Series::replayed(self.config.method, self.params, vals),
+                        waiting: BTreeSet::new(),
                     });
                 }
             }
@@ -426,6 +568,29 @@ impl QueuePredictor {
             .into_iter()
             .map(|s| s.expect("every slot filled"))
             .collect();
+        self.reslot_pending();
+    }
+
+    /// Puts every pending job into the cluster its shape now falls in; known
+    /// exceedances stay known (they are not counted again).
+    fn reslot_pending(&mut self) {
+        for slot in &mut self.slots {
+            slot.waiting.clear();
+            slot.series.clear_censored();
+        }
+        let to: Vec<usize> = self
+            .pending
+            .values()
+            .map(|p| self.slot_of(p.shape))
+            .collect();
+        for ((key, p), slot) in self.pending.iter_mut().zip(to) {
+            p.slot = slot;
+            if p.exceeded {
+                self.slots[slot].series.add_censored(key.0);
+            } else {
+                self.slots[slot].waiting.insert(*key);
+            }
+        }
     }
 
     fn range_of(&self, slot: usize) -> ClusterRange {
@@ -469,7 +634,7 @@ impl QueuePredictor {
         let found = self.answering(now, shape);
         let bound = found.as_ref().and_then(|(_, series)| {
             (valid_level(quantile) && valid_level(confidence))
-                .then(|| series.upper(quantile, confidence))
+                .then(|| series.upper_at(quantile, confidence, now))
                 .flatten()
         });
         BoundAnswer {
@@ -542,6 +707,9 @@ impl QueuePredictor {
             arrivals_since_release: self.avail.arrivals_since_release(),
             observed: self.observed,
             excluded_down: self.excluded_down,
+            change_points: self.change_points,
+            pending: self.pending.len(),
+            censored: self.censored_now,
             at: now,
         }
     }
@@ -638,7 +806,7 @@ mod tests {
         );
         let json = serde_json::to_value(p.bound(1000, s, 0.95, 0.95)).unwrap();
         assert_eq!(json["status"], "ok");
-        assert_eq!(json["cluster"]["primary"]["attribute"], "node_seconds");
+        assert_eq!(json["cluster"]["primary"]["attribute"], "nodes");
         let st = p.state(1000);
         assert_eq!((st.status, st.observed), (Status::Ok, 59));
     }
@@ -656,6 +824,9 @@ mod tests {
         let last = t + 5; // the last job (i = 399) waited 5 + 399 % 7 = 5 s
         assert_eq!(p.bound(last + 30, s, 0.95, 0.95).status, Status::Ok);
         // No release for a day while jobs keep arriving.
+        for k in 1..=100 {
+            p.observe_arrival(last + k * 60, s);
+        }
         let day = last + 86_400;
         assert_eq!(p.bound(day, s, 0.95, 0.95).status, Status::MaybeDown);
         let st = p.state(day);
@@ -664,5 +835,98 @@ mod tests {
         p.observe_start(day - 100, day, s);
         assert_eq!(p.bound(day, s, 0.95, 0.95).status, Status::Ok);
         assert_eq!(p.state(day).last_release, Some(day));
+    }
+
+    /// Pending jobs are derived from arrivals, starts and departures; with `censored`,
+    /// a burst that outlives its cluster's bound completes a change point before any
+    /// of it starts, and the bound answered at an instant rises to the recent window's
+    /// longest wait — where without it the old bound stands until the burst starts.
+    #[test]
+    fn a_burst_outliving_the_bound_is_seen_before_it_starts() {
+        let s = shape(4, 3600);
+        let run = |censored: bool| {
+            let mut p = QueuePredictor::new(Config {
+                // No availability inference: nothing starts during the burst.
+                features: Features {
+                    censored,
+                    avail: false,
+                    ..Features::ALL
+                },
+                ..Config::default()
+            })
+            .unwrap();
+            let mut t = 0;
+            for i in 0..300 {
+                t += 60;
+                p.observe_arrival(t, s);
+                // Waits 30..=89 s, and 2 000 s once in 50 (too rare to move the bound).
+                let wait = if i % 50 == 25 { 2_000 } else { 30 + i % 60 };
+                p.observe_start(t, t + wait, s);
+            }
+            let old = p.bound(t, s, 0.95, 0.95).bound_s.unwrap();
+            assert!(old < 90, "{old}");
+            // A burst of 20 jobs; one other job arrives and departs unstarted.
+            p.observe_arrival(t + 1, shape(1, 60));
+            for k in 0..20 {
+                p.observe_arrival(t + 2 + k, s);
+            }
+            p.observe_departure(t + 1, t + 25, shape(1, 60));
+            assert_eq!(p.state(t + 30).pending, if censored { 20 } else { 0 });
+            // An hour later none has started.
+            let later = t + 3600;
+            p.advance(later);
+            (p, old, later)
+        };
+        let (p, old, later) = run(true);
+        let st = p.state(later);
+        assert_eq!((st.pending, st.censored), (20, 20));
+        let trims = p.clusters()[0].trims;
+        assert!(trims >= 1, "change points from censored waits");
+        assert_eq!(st.change_points, trims);
+        assert_eq!(p.bound(later, s, 0.95, 0.95).bound_s, Some(2_000));
+        let (p, old_plain, later) = run(false);
+        assert_eq!(old_plain, old);
+        assert_eq!(p.state(later).censored, 0);
+        assert_eq!(p.clusters()[0].trims, 0);
+        assert_eq!(p.bound(later, s, 0.95, 0.95).bound_s, Some(old));
+        // The burst's starts take it out of the pending set; their waits enter the
+        // window without being tested again.
+        let (mut p, _, later) = run(true);
+        for k in 0..20 {
+            p.observe_start(later - 3600 + 2 + k, later + k, s);
+        }
+        let st = p.state(later + 20);
+        assert_eq!((st.pending, st.censored), (0, 0));
+        assert_eq!(p.clusters()[0].trims, trims);
+    }
+
+    /// Machine scope: a queue whose own releases are rare stays up while the machine's
+    /// other queues keep releasing; queue scope ignores the other queues.
+    #[test]
+    fn machine_scope_counts_the_other_queues() {
+        use crate::engine::{AvailRule, AvailScope};
+        let s = shape(1, 600);
+        for scope in [AvailScope::Queue, AvailScope::Machine] {
+            let mut p = QueuePredictor::new(Config {
+                avail_rule: AvailRule::Either,
+                avail_quantile: 0.95,
+                avail_scope: scope,
+                ..Config::default()
+            })
+            .unwrap();
+            let mut t = 0;
+            for _ in 0..200 {
+                t += 60;
+                p.observe_arrival(t, s);
+                p.observe_start(t, t + 5, s);
+            }
+            // Two hours in which only the other queues release, every minute.
+            for k in 1..=120 {
+                p.observe_machine_arrival(t + k * 60 - 10);
+                p.observe_machine_release(t + k * 60);
+            }
+            let down = p.state(t + 2 * 3600 + 1).status == Status::MaybeDown;
+            assert_eq!(down, scope == AvailScope::Queue, "{scope}");
+        }
     }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::events::{EventKind, JobRecord, event_stream};
 use super::predictor::{QueuePredictor, Status};
-use super::{Config, ConfigError, Method};
+use super::{AvailScope, Config, ConfigError, Method};
 
 /// What to replay with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,6 +64,8 @@ pub struct MethodScore {
     pub accuracy_ratio: Option<f64>,
     /// Starts kept out of the history because they overlapped a maybe-down period.
     pub excluded_down: u64,
+    /// Change points the predictor detected (§2, with censored exceedances when on).
+    pub change_points: u64,
 }
 
 /// A queue's replay: scores, per-job predictions and the final predictors.
@@ -85,6 +87,19 @@ pub fn replay(
     opts: &ReplayOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<QueueReplay, ConfigError> {
+    replay_on_machine(jobs, &[], opts, progress)
+}
+
+/// [`replay`] for one queue of a machine whose `others` (the other queues' jobs) feed
+/// availability inference when its scope is the machine; they are neither predicted
+/// nor learnt from. Merging them into the event stream leaves the queue's own events in
+/// the same order (an arrival still follows exactly the starts at or before it).
+pub fn replay_on_machine(
+    jobs: &[JobRecord],
+    others: &[JobRecord],
+    opts: &ReplayOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<QueueReplay, ConfigError> {
     let mut predictors = opts
         .methods
         .iter()
@@ -100,11 +115,34 @@ pub fn replay(
         bound_s: None,
     };
     let mut predictions = vec![vec![none; jobs.len()]; predictors.len()];
-    let events = event_stream(jobs);
-    for (n, ev) in events.iter().enumerate() {
+    let machine = opts.config.features.avail
+        && opts.config.avail_scope == AvailScope::Machine
+        && !others.is_empty();
+    let merged: Vec<JobRecord>;
+    let all = if machine {
+        merged = jobs.iter().chain(others).copied().collect();
+        &merged[..]
+    } else {
+        jobs
+    };
+    let events = event_stream(all);
+    // The queue's own events done (the progress callback counts those).
+    let mut done = 0u64;
+    for ev in &events {
+        if ev.job >= jobs.len() {
+            for p in predictors.iter_mut() {
+                match ev.kind {
+                    EventKind::Arrival => p.observe_machine_arrival(ev.at),
+                    EventKind::Start => p.observe_machine_release(ev.at),
+                }
+            }
+            continue;
+        }
         let job = &jobs[ev.job];
         if ev.kind == EventKind::Arrival {
-            for (m, p) in predictors.iter().enumerate() {
+            for (m, p) in predictors.iter_mut().enumerate() {
+                // Pending jobs that outlived their bound by now are known (§7).
+                p.advance(job.submit);
                 let a = p.bound(job.submit, job.shape, opts.quantile, opts.confidence);
                 predictions[m][ev.job] = Prediction {
                     status: a.status,
@@ -115,11 +153,12 @@ pub fn replay(
         for p in predictors.iter_mut() {
             p.observe(ev, job);
         }
-        if n % 4096 == 4095 {
-            progress(n as u64 + 1);
+        done += 1;
+        if done.is_multiple_of(4096) {
+            progress(done);
         }
     }
-    progress(events.len() as u64);
+    progress(done);
     let scores = score(jobs, opts, &predictions, &predictors);
     Ok(QueueReplay {
         scores,
@@ -181,6 +220,7 @@ fn score(
                 },
                 accuracy_ratio: None,
                 excluded_down: predictors[m].state(0).excluded_down,
+                change_points: predictors[m].state(0).change_points,
             }
         })
         .collect();
