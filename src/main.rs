@@ -15,6 +15,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Replay an SWF workload trace through QBETS and score its bounds (Tables 4.1/4.2).
+    Replay(qbets::cli::replay::Args),
     /// Simulate a batch scheduler on a trace or a workload model; write SWF.
     Simulate(qbets::cli::simulate::Args),
 }
@@ -22,12 +24,13 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Replay(args) => qbets::cli::replay::run(args),
         Command::Simulate(args) => qbets::cli::simulate::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("qbets: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }

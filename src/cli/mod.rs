@@ -4,4 +4,5 @@
 //! May import: anything the subcommand needs; the layers below stay pure.
 
 pub mod progress;
+pub mod replay;
 pub mod simulate;
