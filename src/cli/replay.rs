@@ -296,8 +296,9 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Reads the trace, reporting malformed lines on stderr (the first few in full, all
-/// counted) and refusing a trace without a single job.
-fn read_trace(path: &Path) -> Result<SwfTrace> {
+/// counted) and refusing a trace without a single job. `qbets simulate` reads its
+/// traces the same way.
+pub(crate) fn read_trace(path: &Path) -> Result<SwfTrace> {
     let len = std::fs::metadata(path)
         .with_context(|| format!("{}: cannot open", path.display()))?
         .len();

@@ -246,26 +246,7 @@ struct LoadedTrace {
 
 /// Reads and converts a trace, adding what it says about the source to `header`.
 fn load_trace(path: &Path, args: &Args, header: &mut Vec<String>) -> Result<LoadedTrace> {
-    let size = std::fs::metadata(path)
-        .with_context(|| format!("{}: cannot open", path.display()))?
-        .len();
-    let pb = progress::bar(size, "bytes");
-    pb.set_message("reading");
-    let pb2 = pb.clone();
-    let input = swf::open(path, move |f| pb2.wrap_read(f))?;
-    let trace =
-        SwfTrace::read(input).with_context(|| format!("{}: cannot read", path.display()))?;
-    pb.finish_and_clear();
-    for e in trace.bad.iter().take(5) {
-        eprintln!("{}: {e} (line kept aside)", path.display());
-    }
-    if trace.bad.len() > 5 {
-        eprintln!(
-            "{}: {} malformed lines in all",
-            path.display(),
-            trace.bad.len()
-        );
-    }
+    let trace = crate::cli::replay::read_trace(path)?;
     let processors = match args
         .processors
         .or(trace.header.max_procs.and_then(|p| u32::try_from(p).ok()))

@@ -457,7 +457,7 @@ fn simulate_writes_swf_with_kills_and_left_out_jobs() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
-        stderr.contains("line 8: expected 18 fields, found 4"),
+        stderr.contains("in.swf:8: expected 18 fields, found 4"),
         "{stderr}"
     );
     assert!(
