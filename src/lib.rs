@@ -4,9 +4,15 @@
 //! - [`engine`]: the QBETS predictor and the trace-replay evaluator — pure computation.
 //! - [`sim`]: the batch-scheduler simulator and workload models — pure computation.
 //! - [`trace`]: workload trace formats (SWF).
+//! - [`store`]: storage (SQLite and PostgreSQL) — the only module that speaks SQL.
+//! - [`http`]: the REST API (axum, utoipa) — the only module that knows HTTP.
+//! - [`service`]: configuration, tokens, import and start-up wiring of the service.
 //! - [`cli`]: the `qbets` subcommands; `src/main.rs` only parses and dispatches.
 
 pub mod cli;
 pub mod engine;
+pub mod http;
+pub mod service;
 pub mod sim;
+pub mod store;
 pub mod trace;
