@@ -6,10 +6,12 @@
 //! - [`trace`]: workload trace formats (SWF).
 //! - [`store`]: storage (SQLite and PostgreSQL) — the only module that speaks SQL.
 //! - [`http`]: the REST API (axum, utoipa) — the only module that knows HTTP.
+//! - [`config`]: the service configuration (TOML layered with environment and flags).
 //! - [`service`]: configuration, tokens, import and start-up wiring of the service.
 //! - [`cli`]: the `qbets` subcommands; `src/main.rs` only parses and dispatches.
 
 pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod http;
 pub mod service;
