@@ -1,6 +1,9 @@
 //! The `qbets` binary: parses the command line and starts the subcommand.
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
+use qbets::cli;
 
 #[derive(Parser)]
 #[command(name = "qbets", version, about = "Queue wait-time bounds and virtual advance reservations for HPC batch schedulers")]
@@ -10,9 +13,33 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Serve the HTTP API (rebuilds the predictors from the store first).
+    Serve(cli::serve::ServeArgs),
+    /// Import an SWF workload trace (plain or gzipped) as an archive site.
+    Import(cli::import::ImportArgs),
+    /// Create, list or revoke API tokens.
+    Token(cli::token::TokenArgs),
+    /// Apply the store's pending migrations.
+    Migrate(cli::migrate::MigrateArgs),
+    /// Print a commented example configuration with every default.
+    DefaultConfig,
+}
 
-fn main() -> std::process::ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {}
+    let result = match cli.command {
+        Command::Serve(args) => cli::serve::run(args),
+        Command::Import(args) => cli::import::run(args),
+        Command::Token(args) => cli::token::run(args),
+        Command::Migrate(args) => cli::migrate::run(args),
+        Command::DefaultConfig => Ok(cli::default_config::run()),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("qbets: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -4,3 +4,8 @@
 //! May import: anything the subcommand needs; the layers below stay pure.
 
 pub mod progress;
+pub mod default_config;
+pub mod import;
+pub mod migrate;
+pub mod serve;
+pub mod token;

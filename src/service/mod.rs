@@ -16,3 +16,23 @@ pub mod tokens;
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use predictors::Predictors;
 pub use state::AppState;
+
+/// Checks a site or queue name given by a person or a scheduler: 1 to 64 characters,
+/// letters, digits, `.`, `_` or `-`, so it reads well in a URL and a shell.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 64 || !name.chars().all(ok_char) {
+        return Err(format!(
+            "must be 1 to 64 letters, digits, '.', '_' or '-', got {name:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Formats Unix seconds as RFC 3339 UTC, for people reading the command line's output.
+pub fn format_unix(unix: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| unix.to_string())
+}
