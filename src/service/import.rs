@@ -74,7 +74,8 @@ const SAMPLE_REJECTS: usize = 5;
 pub fn queue_name(trace: &SwfTrace, field: QueueField, number: i64) -> String {
     match trace.queue_name(field, number) {
         Some(name) => name.to_string(),
-        None if number < 0 => "unknown".to_string(),
+        // Unnamed numbers keep their digits, `-1` (unknown) included: never a name
+        // that could collide with one the header gives.
         None => number.to_string(),
     }
 }

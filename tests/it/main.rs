@@ -1,5 +1,8 @@
 //! Integration tests, one binary (STYLE.md): the store story on both backends, the
-//! HTTP API in-process, the command-line import.
+//! HTTP API in-process, the command-line import, the OpenAPI document.
 
+mod http_api;
+mod import_trace;
+mod openapi;
 mod store_story;
 mod support;
