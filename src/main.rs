@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 use qbets::cli;
 
 #[derive(Parser)]
-#[command(name = "qbets", version, about = "Queue wait-time bounds and virtual advance reservations for HPC batch schedulers")]
+#[command(
+    name = "qbets",
+    version,
+    about = "Queue wait-time bounds and virtual advance reservations for HPC batch schedulers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -36,7 +36,11 @@ pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Imports one trace file into the store the configuration names.
-pub async fn import_file(config: &Config, site: &str, file: &Path) -> anyhow::Result<ImportSummary> {
+pub async fn import_file(
+    config: &Config,
+    site: &str,
+    file: &Path,
+) -> anyhow::Result<ImportSummary> {
     check_name(site).map_err(|e| anyhow::anyhow!("--site: {e}"))?;
     let url = config.database_url.clone();
     let task = Import {
@@ -102,8 +106,8 @@ fn read_with_progress(path: &Path) -> anyhow::Result<SwfTrace> {
     bar.set_message("reading");
     let counted = bar.clone();
     let input = swf::open(path, move |file| counted.wrap_read(file))?;
-    let trace = SwfTrace::read(input)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let trace =
+        SwfTrace::read(input).with_context(|| format!("{}: cannot read", path.display()))?;
     bar.finish_and_clear();
     Ok(trace)
 }

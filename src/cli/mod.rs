@@ -3,9 +3,9 @@
 //!
 //! May import: anything the subcommand needs; the layers below stay pure.
 
-pub mod progress;
 pub mod default_config;
 pub mod import;
 pub mod migrate;
+pub mod progress;
 pub mod serve;
 pub mod token;

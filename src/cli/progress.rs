@@ -10,7 +10,9 @@ pub fn bar(total: u64, what: &str) -> ProgressBar {
         "{msg} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})"
             .to_string()
     } else {
-        format!("{{msg}} [{{elapsed_precise}}] {{wide_bar}} {{human_pos}}/{{human_len}} {what} ({{per_sec}}, {{eta}})")
+        format!(
+            "{{msg}} [{{elapsed_precise}}] {{wide_bar}} {{human_pos}}/{{human_len}} {what} ({{per_sec}}, {{eta}})"
+        )
     };
     pb.set_style(
         ProgressStyle::with_template(&template)

@@ -18,10 +18,10 @@ use crate::store::{Store, StoreTask, redact_url, with_store};
 pub struct StoreArgs {
     /// The store: sqlite://FILE (default sqlite://qbets.db, created on first start) or
     /// postgres://USER:PASSWORD@HOST/DB. Also DATABASE_URL.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", global = true)]
     pub database_url: Option<String>,
     /// A TOML configuration file (see `qbets default-config`).
-    #[arg(long, value_name = "FILE", env = "QBETS_CONFIG")]
+    #[arg(long, value_name = "FILE", env = "QBETS_CONFIG", global = true)]
     pub config: Option<PathBuf>,
 }
 

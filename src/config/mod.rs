@@ -192,10 +192,7 @@ impl Config {
     /// The environment layer. `QBETS_DATABASE_URL` wins over the conventional
     /// `DATABASE_URL`.
     fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        fn parsed<T: std::str::FromStr>(
-            name: &'static str,
-            value: String,
-        ) -> Result<T, ConfigError>
+        fn parsed<T: std::str::FromStr>(name: &'static str, value: String) -> Result<T, ConfigError>
         where
             T::Err: fmt::Display,
         {
@@ -248,8 +245,7 @@ impl Config {
             });
         }
         for origin in &self.http.cors_origins {
-            if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://"))
-            {
+            if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {
                 return Err(ConfigError::Invalid {
                     field: "http.cors_origins",
                     reason: format!("{origin:?} is neither \"*\" nor an http(s) origin"),

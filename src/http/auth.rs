@@ -66,11 +66,13 @@ fn bearer(parts: &Parts) -> Result<Option<&str>, ApiError> {
     let text = value
         .to_str()
         .map_err(|_| ApiError::Unauthorized("the Authorization header is not text"))?;
-    let (kind, token) = text
-        .split_once(' ')
-        .ok_or(ApiError::Unauthorized("expected Authorization: Bearer <token>"))?;
+    let (kind, token) = text.split_once(' ').ok_or(ApiError::Unauthorized(
+        "expected Authorization: Bearer <token>",
+    ))?;
     if !kind.eq_ignore_ascii_case("bearer") {
-        return Err(ApiError::Unauthorized("expected Authorization: Bearer <token>"));
+        return Err(ApiError::Unauthorized(
+            "expected Authorization: Bearer <token>",
+        ));
     }
     Ok(Some(token.trim()))
 }
@@ -114,9 +116,11 @@ impl<S: Store, M: ScopeMarker> FromRequestParts<AppState<S>> for Authorized<M> {
         parts: &mut Parts,
         state: &AppState<S>,
     ) -> Result<Self, Self::Rejection> {
-        let token = presented(parts, state).await?.ok_or(ApiError::Unauthorized(
-            "this needs a token: Authorization: Bearer <token>",
-        ))?;
+        let token = presented(parts, state)
+            .await?
+            .ok_or(ApiError::Unauthorized(
+                "this needs a token: Authorization: Bearer <token>",
+            ))?;
         if !token.scope.grants(M::SCOPE) {
             return Err(ApiError::Forbidden(M::SCOPE));
         }

@@ -133,9 +133,9 @@ impl ApiError {
             | ApiError::PayloadTooLarge(d)
             | ApiError::UnsupportedMediaType(d) => plain(d.clone()),
             ApiError::Unauthorized(why) => plain((*why).to_string()),
-            ApiError::Forbidden(scope) => plain(format!(
-                "this needs a token with scope {scope} (or admin)"
-            )),
+            ApiError::Forbidden(scope) => {
+                plain(format!("this needs a token with scope {scope} (or admin)"))
+            }
             ApiError::MethodNotAllowed => plain("this route does not accept that method".into()),
             ApiError::Unavailable(_) => plain("the store is unreachable; try again later".into()),
             ApiError::Internal(_) => plain("internal error; it has been logged".into()),
@@ -191,7 +191,10 @@ mod tests {
         ])
         .problem();
         assert_eq!(p.status, 400);
-        assert_eq!(p.detail, "nodes: must be at least 1; walltime: not a duration");
+        assert_eq!(
+            p.detail,
+            "nodes: must be at least 1; walltime: not a duration"
+        );
         assert_eq!(p.errors.len(), 2);
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["type"], "urn:qbets:problem:invalid-parameters");

@@ -56,7 +56,9 @@ pub async fn get_health() -> axum::Json<Status> {
         (status = 503, description = "The store is unreachable", body = Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn get_ready<S: Store>(State(state): State<AppState<S>>) -> ApiResult<axum::Json<Status>> {
+pub async fn get_ready<S: Store>(
+    State(state): State<AppState<S>>,
+) -> ApiResult<axum::Json<Status>> {
     state
         .store
         .ping()

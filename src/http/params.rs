@@ -24,11 +24,8 @@ pub const MAX_DURATION_S: i64 = 366 * 86_400;
 /// this API is), not Slurm's minutes. At least 1 s, at most [`MAX_DURATION_S`].
 pub fn walltime(text: &str) -> Result<i64, String> {
     let t = text.trim();
-    let bad = || {
-        format!(
-            "expected seconds or [D-]HH:MM:SS (also MM:SS, D-HH, D-HH:MM), got {text:?}"
-        )
-    };
+    let bad =
+        || format!("expected seconds or [D-]HH:MM:SS (also MM:SS, D-HH, D-HH:MM), got {text:?}");
     let num = |s: &str| -> Result<i64, String> {
         if s.is_empty() || s.len() > 9 || !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad());
@@ -95,7 +92,9 @@ pub fn format_walltime(seconds: i64) -> String {
 pub fn timestamp(text: &str) -> Result<i64, String> {
     OffsetDateTime::parse(text.trim(), &Rfc3339)
         .map(|t| t.unix_timestamp())
-        .map_err(|_| format!("expected an RFC 3339 time such as 2024-05-01T12:00:00Z, got {text:?}"))
+        .map_err(|_| {
+            format!("expected an RFC 3339 time such as 2024-05-01T12:00:00Z, got {text:?}")
+        })
 }
 
 /// Formats Unix seconds as RFC 3339 in UTC (`…Z`).
@@ -107,7 +106,9 @@ pub fn format_time(unix: i64) -> String {
 pub fn probability(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
-        _ => Err(format!("must be a number strictly between 0 and 1, got {text:?}")),
+        _ => Err(format!(
+            "must be a number strictly between 0 and 1, got {text:?}"
+        )),
     }
 }
 
@@ -320,8 +321,21 @@ mod tests {
             assert_eq!(walltime(text), Ok(s), "{text}");
         }
         for bad in [
-            "", "0", "00:00", "-1", "1h", "1:2:3:4", "1-", "-1:00", "1-24:00", "10:60", "1:60:00",
-            "1.5", "2-3-4", "367-00", "99999999999",
+            "",
+            "0",
+            "00:00",
+            "-1",
+            "1h",
+            "1:2:3:4",
+            "1-",
+            "-1:00",
+            "1-24:00",
+            "10:60",
+            "1:60:00",
+            "1.5",
+            "2-3-4",
+            "367-00",
+            "99999999999",
         ] {
             assert!(walltime(bad).is_err(), "{bad:?} should be refused");
         }
@@ -332,7 +346,17 @@ mod tests {
         assert_eq!(format_walltime(5400), "01:30:00");
         assert_eq!(format_walltime(93_784), "1-02:03:04");
         assert_eq!(format_walltime(59), "00:00:59");
-        for s in [1, 59, 60, 3599, 3600, 86_399, 86_400, 93_784, MAX_DURATION_S] {
+        for s in [
+            1,
+            59,
+            60,
+            3599,
+            3600,
+            86_399,
+            86_400,
+            93_784,
+            MAX_DURATION_S,
+        ] {
             assert_eq!(walltime(&format_walltime(s)), Ok(s));
         }
     }

@@ -11,13 +11,11 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::{Admin, Authorized, Ingest, ReadAccess};
 use super::error::{ApiError, ApiResult, Problem};
 use super::params::{
-    ApiJson, ApiPath, ApiQuery, Fields, format_time, format_walltime, positive, timestamp,
-    walltime,
+    ApiJson, ApiPath, ApiQuery, Fields, format_time, format_walltime, positive, timestamp, walltime,
 };
 use crate::service::{AppState, check_name};
 use crate::store::{
-    Job, JobState, NewJob, NewQueue, NewSite, Queue, QueueStats, Site, SiteKind, StartWindow,
-    Store,
+    Job, JobState, NewJob, NewQueue, NewSite, Queue, QueueStats, Site, SiteKind, StartWindow, Store,
 };
 
 /// The routes of this resource.
@@ -26,7 +24,10 @@ pub fn router<S: Store>() -> Router<AppState<S>> {
         .route("/v1/sites", get(list_sites::<S>))
         .route("/v1/sites/{site}", axum::routing::put(put_site::<S>))
         .route("/v1/sites/{site}/queues", get(list_queues::<S>))
-        .route("/v1/sites/{site}/queues/{queue}/waits", get(list_waits::<S>))
+        .route(
+            "/v1/sites/{site}/queues/{queue}/waits",
+            get(list_waits::<S>),
+        )
         .route("/v1/sites/{site}/jobs", post(post_jobs::<S>))
 }
 
@@ -207,12 +208,41 @@ pub struct WaitsResponse {
 }
 
 /// A duration: whole seconds, or text in Slurm's `[D-]HH:MM:SS` forms.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum DurationIn {
     Seconds(i64),
     Text(String),
 }
+
+/// Slurm's duration forms: `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS` (and
+/// plain seconds).
+const DURATION_PATTERN: &str =
+    "^([0-9]{1,9}-[0-9]{1,2}(:[0-9]{1,2}){0,2}|[0-9]{1,9}(:[0-9]{1,2}){0,2})$";
+
+impl utoipa::PartialSchema for DurationIn {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .description(Some(
+                "Whole seconds, or Slurm's [D-]HH:MM:SS forms (MM:SS, D-HH, D-HH:MM too)",
+            ))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(1))
+                    .maximum(Some(super::params::MAX_DURATION_S)),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(DURATION_PATTERN)),
+            )
+            .into()
+    }
+}
+
+impl ToSchema for DurationIn {}
 
 impl DurationIn {
     fn seconds(&self) -> Result<i64, String> {
@@ -227,10 +257,12 @@ impl DurationIn {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueIn {
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub name: String,
     /// Longest walltime accepted.
     pub max_walltime: Option<DurationIn>,
     /// Most nodes a job may ask for.
+    #[schema(minimum = 1, maximum = 100000000)]
     pub max_nodes: Option<i64>,
 }
 
@@ -249,8 +281,10 @@ pub struct SiteIn {
 #[serde(deny_unknown_fields)]
 pub struct JobIn {
     /// The scheduler's job id (unique per site).
+    #[schema(min_length = 1, max_length = 128)]
     pub job_id: String,
     /// The queue's name (created when new).
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub queue: String,
     #[schema(format = DateTime)]
     pub submit: String,
@@ -259,6 +293,7 @@ pub struct JobIn {
     pub start: Option<String>,
     #[schema(format = DateTime)]
     pub end: Option<String>,
+    #[schema(minimum = 1, maximum = 100000000)]
     pub nodes: Option<i64>,
     /// Requested walltime.
     pub walltime: Option<DurationIn>,
@@ -548,8 +583,8 @@ pub async fn post_jobs<S: Store>(
     let mut parsed = Vec::with_capacity(body.jobs.len());
     for (i, j) in body.jobs.iter().enumerate() {
         let at = |f: &str| format!("jobs[{i}].{f}");
-        if j.job_id.trim().is_empty() {
-            fields.refuse(&at("job_id"), "must not be empty");
+        if j.job_id.trim().is_empty() || j.job_id.len() > 128 {
+            fields.refuse(&at("job_id"), "must be 1 to 128 characters");
         }
         if let Err(e) = check_name(&j.queue) {
             fields.refuse(&at("queue"), e);
@@ -557,12 +592,13 @@ pub async fn post_jobs<S: Store>(
         let submit = fields.req(&at("submit"), Some(j.submit.as_str()), timestamp);
         let start = fields.opt(&at("start"), j.start.as_deref(), timestamp);
         let end = fields.opt(&at("end"), j.end.as_deref(), timestamp);
-        let nodes = j.nodes.and_then(|n| {
-            fields
-                .opt(&at("nodes"), Some(&n.to_string()), super::params::nodes)
-        });
+        let nodes = j
+            .nodes
+            .and_then(|n| fields.opt(&at("nodes"), Some(&n.to_string()), super::params::nodes));
         let walltime_s = j.walltime.as_ref().and_then(|w| {
-            w.seconds().map_err(|e| fields.refuse(&at("walltime"), e)).ok()
+            w.seconds()
+                .map_err(|e| fields.refuse(&at("walltime"), e))
+                .ok()
         });
         if let (Some(s), Some(st)) = (submit, start)
             && st < s

@@ -10,9 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use crate::store::{
-    JobState, NewJob, NewQueue, NewReject, NewSite, SiteKind, Store, StoreError,
-};
+use crate::store::{JobState, NewJob, NewQueue, NewReject, NewSite, SiteKind, Store, StoreError};
 use crate::trace::swf::{QueueField, SwfHeader, SwfRecord, SwfTrace};
 
 /// What to import and how.
@@ -61,7 +59,9 @@ impl ImportSummary {
 /// Why an import failed as a whole.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("site {0:?} is a live site; traces are imported into archive sites (choose another --site name)")]
+    #[error(
+        "site {0:?} is a live site; traces are imported into archive sites (choose another --site name)"
+    )]
     LiveSite(String),
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -83,7 +83,8 @@ pub fn queue_name(trace: &SwfTrace, field: QueueField, number: i64) -> String {
 /// The job state an SWF status code means.
 pub fn job_state(rec: &SwfRecord) -> JobState {
     match rec.status {
-        1 | 2 | 3 => JobState::Completed,
+        // 1 completed; 2 and 3 are parts of a checkpointed job that ran.
+        1..=3 => JobState::Completed,
         0 | 4 => JobState::Failed,
         5 => JobState::Cancelled,
         _ => JobState::Unknown,
@@ -267,11 +268,8 @@ mod tests {
 
     #[test]
     fn records_become_absolute_jobs() {
-        let rec = SwfRecord::parse(
-            "7 100 20 300 8 -1 -1 16 3600 -1 1 3 1 -1 2 1 -1 -1",
-            9,
-        )
-        .unwrap();
+        let rec =
+            SwfRecord::parse("7 100 20 300 8 -1 -1 16 3600 -1 1 3 1 -1 2 1 -1 -1", 9).unwrap();
         let job = to_job(&rec, 1, 2, 1_000_000);
         assert_eq!(job.job_id, "7");
         assert_eq!(job.submit_time, 1_000_100);
@@ -280,8 +278,8 @@ mod tests {
         assert_eq!(job.nodes, Some(16));
         assert_eq!(job.walltime_s, Some(3600));
         assert_eq!(job.state, JobState::Completed);
-        let pending = SwfRecord::parse("8 100 -1 -1 8 -1 -1 -1 -1 -1 5 3 1 -1 2 1 -1 -1", 10)
-            .unwrap();
+        let pending =
+            SwfRecord::parse("8 100 -1 -1 8 -1 -1 -1 -1 -1 5 3 1 -1 2 1 -1 -1", 10).unwrap();
         let job = to_job(&pending, 1, 2, 0);
         assert_eq!((job.start_time, job.end_time), (None, None));
         assert_eq!(job.nodes, Some(8), "allocated when requested is unknown");

@@ -33,6 +33,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
 pub fn format_unix(unix: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(unix)
         .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_else(|| unix.to_string())
 }

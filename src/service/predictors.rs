@@ -28,7 +28,10 @@ pub struct QueueSlot {
 impl QueueSlot {
     fn feed(&mut self, job: &Job) {
         self.jobs_seen += 1;
-        let event = job.start_time.unwrap_or(job.submit_time).max(job.submit_time);
+        let event = job
+            .start_time
+            .unwrap_or(job.submit_time)
+            .max(job.submit_time);
         self.last_event = Some(self.last_event.map_or(event, |e| e.max(event)));
     }
 }

@@ -295,7 +295,9 @@ pub struct StartWindow {
 }
 
 /// What a token may do. `admin` implies every other scope; any valid token may read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     Read,
@@ -447,8 +449,10 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<Option<Queue>>> + Send;
 
     /// Every queue of a site with counts over its jobs, by name.
-    fn queue_stats(&self, site_id: i64)
-    -> impl Future<Output = StoreResult<Vec<QueueStats>>> + Send;
+    fn queue_stats(
+        &self,
+        site_id: i64,
+    ) -> impl Future<Output = StoreResult<Vec<QueueStats>>> + Send;
 
     /// Inserts jobs in one batch, skipping any whose (site, job id) is already stored:
     /// re-importing changes nothing. Returns how many were new. Order is kept: the
@@ -521,8 +525,9 @@ pub fn stream_jobs<S: Store>(
     page: i64,
 ) -> impl Stream<Item = StoreResult<Job>> + Send + '_ {
     use futures_util::stream::{self, StreamExt};
-    let pages = stream::try_unfold(Some(None), move |cursor: Option<Option<JobCursor>>| {
-        async move {
+    let pages = stream::try_unfold(
+        Some(None),
+        move |cursor: Option<Option<JobCursor>>| async move {
             let Some(after) = cursor else {
                 return Ok(None);
             };
@@ -533,8 +538,8 @@ pub fn stream_jobs<S: Store>(
                 jobs.last().map(|j| Some(j.cursor()))
             };
             Ok::<_, StoreError>(Some((jobs, next)))
-        }
-    });
+        },
+    );
     pages
         .map(|page: StoreResult<Vec<Job>>| match page {
             Ok(jobs) => stream::iter(jobs.into_iter().map(Ok)).left_stream(),
@@ -626,7 +631,10 @@ mod tests {
     #[test]
     fn backends_are_chosen_by_scheme() {
         assert_eq!(Backend::from_url("sqlite://x.db").unwrap(), Backend::Sqlite);
-        assert_eq!(Backend::from_url("sqlite::memory:").unwrap(), Backend::Sqlite);
+        assert_eq!(
+            Backend::from_url("sqlite::memory:").unwrap(),
+            Backend::Sqlite
+        );
         assert_eq!(
             Backend::from_url("postgres://u@h/db").unwrap(),
             Backend::Postgres

@@ -1,9 +1,7 @@
 //! Row structs as the database returns them, shared by both backends (the column types
 //! are the same: `i64`, text, bytes), and their conversion to the domain types.
 
-use super::{
-    ApiToken, Job, Queue, QueueStats, Reject, Site, SiteSummary, StoreError, StoreResult,
-};
+use super::{ApiToken, Job, Queue, QueueStats, Reject, Site, SiteSummary, StoreError, StoreResult};
 
 // Column lists as macros, so that queries stay `&'static str` (sqlx 0.9 takes only
 // static SQL without an explicit `AssertSqlSafe`) via `concat!`.

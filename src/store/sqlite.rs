@@ -86,13 +86,17 @@ impl Store for SqliteStore {
     }
 
     async fn site(&self, name: &str) -> StoreResult<Option<Site>> {
-        sqlx::query_as::<_, SiteRow>(concat!("SELECT ", site_columns!(), " FROM sites WHERE name = ?"))
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_error)?
-            .map(Site::try_from)
-            .transpose()
+        sqlx::query_as::<_, SiteRow>(concat!(
+            "SELECT ",
+            site_columns!(),
+            " FROM sites WHERE name = ?"
+        ))
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .map(Site::try_from)
+        .transpose()
     }
 
     async fn sites(&self) -> StoreResult<Vec<SiteSummary>> {

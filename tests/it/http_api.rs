@@ -45,7 +45,10 @@ async fn an_imported_trace_reads_back_as_an_archive_site() {
     let dir = tempfile::tempdir().unwrap();
     let s = app.import("test", &write_trace(&dir)).await;
     assert_eq!((s.records, s.inserted, s.rejected), (6, 6, 1));
-    assert_eq!(s.sample_rejects[0].0, 12, "line number of the malformed line");
+    assert_eq!(
+        s.sample_rejects[0].0, 12,
+        "line number of the malformed line"
+    );
 
     let res = app.get("/v1/sites", None).await;
     assert_eq!(res.status, 200, "{}", res.text());
@@ -85,7 +88,10 @@ async fn an_imported_trace_reads_back_as_an_archive_site() {
     assert_eq!(queues["queues"][1]["last_release"], iso(T0 + 53));
 
     // Default window: the day before as_of. By start time; bound null until predicted.
-    let waits = app.get("/v1/sites/test/queues/express/waits", None).await.json();
+    let waits = app
+        .get("/v1/sites/test/queues/express/waits", None)
+        .await
+        .json();
     let jobs = waits["jobs"].as_array().unwrap();
     let ids: Vec<&str> = jobs.iter().map(|j| j["job_id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["2", "1", "6"]);
@@ -103,7 +109,11 @@ async fn an_imported_trace_reads_back_as_an_archive_site() {
         .await
         .json();
     assert_eq!(normal["jobs"][0]["walltime"], "1-01:00:00");
-    assert_eq!(normal["jobs"].as_array().unwrap().len(), 1, "job 4 never started");
+    assert_eq!(
+        normal["jobs"].as_array().unwrap().len(),
+        1,
+        "job 4 never started"
+    );
 
     // An explicit window [since, until) and a limit.
     let uri = format!(
@@ -163,7 +173,10 @@ async fn bad_parameters_are_400s_naming_the_parameter() {
             "since=2000-01-02T00:00:00Z&until=2000-01-01T00:00:00Z",
             "since",
         ),
-        ("since=2000-01-01T00:00:00Z&since=2000-01-02T00:00:00Z", "since"),
+        (
+            "since=2000-01-01T00:00:00Z&since=2000-01-02T00:00:00Z",
+            "since",
+        ),
     ] {
         let res = app.get(&format!("{base}?{query}"), None).await;
         let p = res.invalid(&[field]);
@@ -188,7 +201,10 @@ async fn unknown_sites_queues_and_routes_are_404s() {
         .get("/v1/sites/test/queues/nope/waits", None)
         .await
         .problem(404);
-    assert!(p["detail"].as_str().unwrap().contains("no queue named"), "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("no queue named"),
+        "{p}"
+    );
     app.get("/v1/nothing", None).await.problem(404);
     app.raw("DELETE", "/v1/sites", None, "text/plain", String::new())
         .await
@@ -223,10 +239,15 @@ async fn reads_can_require_tokens_and_writes_need_the_right_scope() {
         .await
         .problem(403);
     assert!(p["detail"].as_str().unwrap().contains("admin"), "{p}");
-    let res = app.json("PUT", "/v1/sites/live1", Some(&admin), &site).await;
+    let res = app
+        .json("PUT", "/v1/sites/live1", Some(&admin), &site)
+        .await;
     assert_eq!(res.status, 200, "{}", res.text());
     let q = &res.json()["queues"][0];
-    assert_eq!((q["max_walltime_s"].as_i64(), q["max_nodes"].as_i64()), (Some(172_800), Some(64)));
+    assert_eq!(
+        (q["max_walltime_s"].as_i64(), q["max_nodes"].as_i64()),
+        (Some(172_800), Some(64))
+    );
     assert_eq!(q["max_walltime"], "2-00:00:00");
 
     let jobs = json!({"jobs": [{"job_id": "1", "queue": "batch", "submit": iso(TEST_NOW - 60), "state": "pending"}]});
@@ -240,7 +261,11 @@ async fn reads_can_require_tokens_and_writes_need_the_right_scope() {
     let res = app
         .json("POST", "/v1/sites/live1/jobs", Some(&admin), &jobs)
         .await;
-    assert_eq!(res.json()["changed"], 0, "admin implies ingest; same news twice");
+    assert_eq!(
+        res.json()["changed"],
+        0,
+        "admin implies ingest; same news twice"
+    );
 }
 
 #[tokio::test]
@@ -248,7 +273,12 @@ async fn live_ingest_updates_jobs_and_answers_as_of_now() {
     let app = TestApp::new().await;
     let admin = app.token("ops", Scope::Admin).await;
     let res = app
-        .json("PUT", "/v1/sites/live1", Some(&admin), &json!({"queues": [{"name": "batch"}]}))
+        .json(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            &json!({"queues": [{"name": "batch"}]}),
+        )
         .await;
     assert_eq!(res.status, 200, "{}", res.text());
     let submit = TEST_NOW - 600;
@@ -256,26 +286,51 @@ async fn live_ingest_updates_jobs_and_answers_as_of_now() {
         {"job_id": "10", "queue": "batch", "submit": iso(submit), "nodes": 2, "walltime": "30:00", "state": "pending"},
         {"job_id": "11", "queue": "debug", "submit": iso(submit), "nodes": 1, "walltime": 600, "state": "pending"},
     ]});
-    let out = app.json("POST", "/v1/sites/live1/jobs", Some(&admin), &pending).await.json();
-    assert_eq!((out["received"].as_i64(), out["changed"].as_i64()), (Some(2), Some(2)));
+    let out = app
+        .json("POST", "/v1/sites/live1/jobs", Some(&admin), &pending)
+        .await
+        .json();
+    assert_eq!(
+        (out["received"].as_i64(), out["changed"].as_i64()),
+        (Some(2), Some(2))
+    );
     let started = json!({"jobs": [
         {"job_id": "10", "queue": "batch", "submit": iso(submit), "start": iso(submit + 240), "nodes": 2, "walltime": "30:00", "state": "running"},
         {"job_id": "11", "queue": "debug", "submit": iso(submit), "nodes": 1, "walltime": 600, "state": "pending"},
     ]});
-    let out = app.json("POST", "/v1/sites/live1/jobs", Some(&admin), &started).await.json();
+    let out = app
+        .json("POST", "/v1/sites/live1/jobs", Some(&admin), &started)
+        .await
+        .json();
     assert_eq!(out["changed"], 1, "only job 10 has news");
 
-    let w = app.get("/v1/sites/live1/queues/batch/waits", None).await.json();
+    let w = app
+        .get("/v1/sites/live1/queues/batch/waits", None)
+        .await
+        .json();
     assert_eq!(w["as_of"], iso(TEST_NOW), "a live site speaks for now");
     assert_eq!(w["jobs"][0]["wait_s"], 240);
     assert_eq!(w["jobs"][0]["walltime_s"], 1800);
     assert_eq!(w["jobs"][0]["state"], "running");
     app.clock.set(TEST_NOW + 3_600);
     let q = app.get("/v1/sites/live1/queues", None).await.json();
-    assert_eq!(q["as_of"], iso(TEST_NOW + 3_600), "the injected clock moves as_of");
+    assert_eq!(
+        q["as_of"],
+        iso(TEST_NOW + 3_600),
+        "the injected clock moves as_of"
+    );
     let queues = app.get("/v1/sites/live1/queues", None).await.json();
-    let names: Vec<&str> = queues["queues"].as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["batch", "debug"], "queues are created as records name them");
+    let names: Vec<&str> = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["batch", "debug"],
+        "queues are created as records name them"
+    );
 
     // Every bad field of every record is named, and nothing is written.
     let bad = json!({"jobs": [
@@ -285,23 +340,43 @@ async fn live_ingest_updates_jobs_and_answers_as_of_now() {
     app.json("POST", "/v1/sites/live1/jobs", Some(&admin), &bad)
         .await
         .invalid(&["jobs[1].nodes", "jobs[1].walltime", "jobs[1].start"]);
-    let w = app.get("/v1/sites/live1/queues/batch/waits", None).await.json();
+    let w = app
+        .get("/v1/sites/live1/queues/batch/waits", None)
+        .await
+        .json();
     assert_eq!(w["jobs"].as_array().unwrap().len(), 1);
     let q = app.get("/v1/sites/live1/queues", None).await.json();
     assert_eq!(q["queues"][0]["jobs"], 1, "job 12 was not written either");
 
     // Body errors: a wrong type names its path; bad JSON, a wrong media type.
     let p = app
-        .json("POST", "/v1/sites/live1/jobs", Some(&admin), &json!({"jobs": [{"job_id": 5}]}))
+        .json(
+            "POST",
+            "/v1/sites/live1/jobs",
+            Some(&admin),
+            &json!({"jobs": [{"job_id": 5}]}),
+        )
         .await
         .problem(400);
     assert_eq!(p["errors"][0]["field"], "jobs[0].job_id", "{p}");
-    app.raw("POST", "/v1/sites/live1/jobs", Some(&admin), "application/json", "{".into())
-        .await
-        .problem(400);
-    app.raw("POST", "/v1/sites/live1/jobs", Some(&admin), "text/plain", "{}".into())
-        .await
-        .problem(415);
+    app.raw(
+        "POST",
+        "/v1/sites/live1/jobs",
+        Some(&admin),
+        "application/json",
+        "{".into(),
+    )
+    .await
+    .problem(400);
+    app.raw(
+        "POST",
+        "/v1/sites/live1/jobs",
+        Some(&admin),
+        "text/plain",
+        "{}".into(),
+    )
+    .await
+    .problem(415);
     app.json("POST", "/v1/sites/nope/jobs", Some(&admin), &started)
         .await
         .problem(404);
@@ -334,9 +409,14 @@ async fn oversize_bodies_are_413() {
     let many: Vec<_> = (0..100)
         .map(|i| json!({"job_id": i.to_string(), "queue": "q", "submit": iso(TEST_NOW), "state": "pending"}))
         .collect();
-    app.json("POST", "/v1/sites/live1/jobs", Some(&admin), &json!({"jobs": many}))
-        .await
-        .problem(413);
+    app.json(
+        "POST",
+        "/v1/sites/live1/jobs",
+        Some(&admin),
+        &json!({"jobs": many}),
+    )
+    .await
+    .problem(413);
 }
 
 #[tokio::test]
@@ -345,16 +425,27 @@ async fn operations_endpoints_answer() {
     assert_eq!(app.get("/healthz", None).await.json()["status"], "ok");
     let ready = app.get("/readyz", None).await.json();
     assert_eq!(ready["status"], "ready");
-    let backend = if crate::support::postgres_url().is_some() { "postgres" } else { "sqlite" };
+    let backend = if crate::support::postgres_url().is_some() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
     assert_eq!(ready["backend"], backend);
 
     app.get("/v1/sites", None).await;
     app.get("/v1/sites/nope/queues", None).await;
     let metrics = app.get("/metrics", None).await;
-    assert!(metrics.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(
+        metrics.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
     let text = metrics.text();
     assert!(
-        text.contains(r#"qbets_http_requests_total{method="GET",route="/v1/sites",status="200"} 1"#),
+        text.contains(
+            r#"qbets_http_requests_total{method="GET",route="/v1/sites",status="200"} 1"#
+        ),
         "{text}"
     );
     assert!(
@@ -367,7 +458,10 @@ async fn operations_endpoints_answer() {
     assert!(docs.text().contains("<rapi-doc spec-url=\"/openapi.json\""));
     let script = app.get("/docs/rapidoc-min.js", None).await;
     assert_eq!(script.status, 200);
-    assert!(script.body.len() > 100_000, "the vendored RapiDoc is served");
+    assert!(
+        script.body.len() > 100_000,
+        "the vendored RapiDoc is served"
+    );
     let doc = app.get("/openapi.json", None).await.json();
     assert_eq!(doc["info"]["title"], "qbets");
 }

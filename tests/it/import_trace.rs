@@ -21,7 +21,10 @@ async fn a_real_trace_imports_once_with_header_queue_names() {
     let app = TestApp::new().await;
     let first = app.import("sdsc-par", &path).await;
     assert_eq!(first.records, read.records.len() as u64);
-    assert_eq!(first.inserted + first.rejected - read.bad.len() as u64, first.records);
+    assert_eq!(
+        first.inserted + first.rejected - read.bad.len() as u64,
+        first.records
+    );
     let header_names: Vec<&str> = read
         .header
         .queues

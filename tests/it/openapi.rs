@@ -36,7 +36,10 @@ fn every_operation_follows_the_conventions() {
                 id.starts_with(&format!("{verb}_")) || (verb == "get" && id.starts_with("list_")),
                 "{verb} {path}: operation id {id} is not verb_resource"
             );
-            assert!(op["tags"].as_array().is_some_and(|t| !t.is_empty()), "{path}");
+            assert!(
+                op["tags"].as_array().is_some_and(|t| !t.is_empty()),
+                "{path}"
+            );
             for range in ["4XX", "5XX"] {
                 let content = &op["responses"][range]["content"]["application/problem+json"];
                 assert!(content.is_object(), "{verb} {path} lacks {range}");

@@ -113,7 +113,10 @@ async fn story<S: Store>(store: S) {
         )
         .await
         .unwrap();
-    assert_eq!(store.queue(site.id, "normal").await.unwrap(), Some(normal.clone()));
+    assert_eq!(
+        store.queue(site.id, "normal").await.unwrap(),
+        Some(normal.clone())
+    );
     assert_eq!(store.queue(site.id, "low").await.unwrap(), None);
 
     // Jobs: 30 in express (submit ties on purpose: every third pair shares a second),
@@ -121,7 +124,13 @@ async fn story<S: Store>(store: S) {
     let mut batch = Vec::new();
     for i in 0..30 {
         let submit = 1_000 + (i / 2) * 10;
-        batch.push(job(site.id, express.id, &format!("e{i}"), submit, Some(i * 3)));
+        batch.push(job(
+            site.id,
+            express.id,
+            &format!("e{i}"),
+            submit,
+            Some(i * 3),
+        ));
     }
     for i in 0..5 {
         let wait = (i < 3).then_some(100 * i);
@@ -183,7 +192,11 @@ async fn story<S: Store>(store: S) {
         .unwrap();
     let expect_n = starts.iter().filter(|&&s| s >= since && s < until).count();
     assert_eq!(window.len(), expect_n);
-    assert!(window.windows(2).all(|w| w[0].start_time <= w[1].start_time));
+    assert!(
+        window
+            .windows(2)
+            .all(|w| w[0].start_time <= w[1].start_time)
+    );
     assert!(window.iter().all(|j| j.start_time.unwrap() >= since));
     let limited = store
         .jobs_started(
@@ -229,7 +242,13 @@ async fn story<S: Store>(store: S) {
     assert_eq!(changed.len(), 1);
     assert_eq!(changed[0].start_time, Some(2_054));
     assert_eq!(changed[0].state, JobState::Running);
-    assert!(store.upsert_jobs(&[started.clone()]).await.unwrap().is_empty());
+    assert!(
+        store
+            .upsert_jobs(&[started.clone()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let mut stale = started.clone();
     stale.start_time = None;
     stale.state = JobState::Completed;
@@ -279,13 +298,25 @@ async fn story<S: Store>(store: S) {
         hash: vec![7; 32],
     };
     let stored = store.insert_token(&token).await.unwrap();
-    assert_eq!((stored.scope, stored.hash.clone()), (Scope::Ingest, vec![7; 32]));
+    assert_eq!(
+        (stored.scope, stored.hash.clone()),
+        (Scope::Ingest, vec![7; 32])
+    );
     match store.insert_token(&token).await {
         Err(StoreError::Conflict(m)) => assert!(m.contains("portal"), "{m}"),
         other => panic!("expected Conflict, got {other:?}"),
     }
-    assert_eq!(store.tokens_with_prefix("abcd1234").await.unwrap(), vec![stored.clone()]);
-    assert!(store.tokens_with_prefix("ffff0000").await.unwrap().is_empty());
+    assert_eq!(
+        store.tokens_with_prefix("abcd1234").await.unwrap(),
+        vec![stored.clone()]
+    );
+    assert!(
+        store
+            .tokens_with_prefix("ffff0000")
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(store.tokens().await.unwrap().len(), 1);
     assert!(store.delete_token("portal").await.unwrap());
     assert!(!store.delete_token("portal").await.unwrap());

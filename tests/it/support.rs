@@ -87,7 +87,9 @@ impl Drop for TestDb {
                 rt.block_on(async {
                     if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url).await {
                         let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
-                        let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                        let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
+                            .execute(&mut conn)
+                            .await;
                     }
                 });
             })
