@@ -31,61 +31,29 @@ pub fn router<S: Store>() -> Router<AppState<S>> {
         .route("/v1/sites/{site}/jobs", post(post_jobs::<S>))
 }
 
-/// Whether a site is a trace archive or a live machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SiteKindView {
-    /// Imported from a trace; answers speak for its last record.
-    Archive,
-    /// Fed by a scheduler; answers speak for now.
-    Live,
+/// The schema of a [`SiteKind`] (the store's type, serialised by its own serde).
+fn site_kind_schema() -> utoipa::openapi::Object {
+    names_schema(
+        "`archive`: imported from a trace, answers speak for its last record; \
+         `live`: fed by a scheduler, answers speak for now",
+        [SiteKind::Archive, SiteKind::Live].map(SiteKind::as_str),
+    )
 }
 
-impl From<SiteKind> for SiteKindView {
-    fn from(k: SiteKind) -> Self {
-        match k {
-            SiteKind::Archive => SiteKindView::Archive,
-            SiteKind::Live => SiteKindView::Live,
-        }
-    }
+/// The schema of a [`JobState`].
+fn job_state_schema() -> utoipa::openapi::Object {
+    names_schema(
+        "Where the job is in its life",
+        JobState::ALL.map(JobState::as_str),
+    )
 }
 
-/// Where a job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum JobStateView {
-    Pending,
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-    Unknown,
-}
-
-impl From<JobState> for JobStateView {
-    fn from(s: JobState) -> Self {
-        match s {
-            JobState::Pending => JobStateView::Pending,
-            JobState::Running => JobStateView::Running,
-            JobState::Completed => JobStateView::Completed,
-            JobState::Failed => JobStateView::Failed,
-            JobState::Cancelled => JobStateView::Cancelled,
-            JobState::Unknown => JobStateView::Unknown,
-        }
-    }
-}
-
-impl From<JobStateView> for JobState {
-    fn from(s: JobStateView) -> Self {
-        match s {
-            JobStateView::Pending => JobState::Pending,
-            JobStateView::Running => JobState::Running,
-            JobStateView::Completed => JobState::Completed,
-            JobStateView::Failed => JobState::Failed,
-            JobStateView::Cancelled => JobState::Cancelled,
-            JobStateView::Unknown => JobState::Unknown,
-        }
-    }
+fn names_schema<const N: usize>(what: &str, names: [&str; N]) -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .description(Some(what))
+        .enum_values(Some(names))
+        .build()
 }
 
 /// A site.
@@ -93,7 +61,8 @@ impl From<JobStateView> for JobState {
 pub struct SiteView {
     /// The site's name, as used in URLs.
     pub name: String,
-    pub kind: SiteKindView,
+    #[schema(schema_with = site_kind_schema)]
+    pub kind: SiteKind,
     pub description: String,
     /// IANA time zone of the machine, when known.
     pub time_zone: Option<String>,
@@ -182,7 +151,8 @@ pub struct WaitView {
     pub walltime_s: Option<i64>,
     /// The same as `[D-]HH:MM:SS`.
     pub walltime: Option<String>,
-    pub state: JobStateView,
+    #[schema(schema_with = job_state_schema)]
+    pub state: JobState,
     /// The bound predicted when the job was submitted (null until predicted).
     pub bound_s: Option<i64>,
     /// That prediction's status (`ok`, `insufficient_history`, `maybe_down`).
@@ -297,7 +267,8 @@ pub struct JobIn {
     pub nodes: Option<i64>,
     /// Requested walltime.
     pub walltime: Option<DurationIn>,
-    pub state: JobStateView,
+    #[schema(schema_with = job_state_schema)]
+    pub state: JobState,
 }
 
 /// A batch of job records.
@@ -339,6 +310,19 @@ fn last_event(stats: &[QueueStats]) -> Option<i64> {
         .max()
 }
 
+/// A site's queues with their counts, as of the site's instant.
+async fn queues_response<S: Store>(
+    state: &AppState<S>,
+    site: Site,
+) -> ApiResult<axum::Json<QueuesResponse>> {
+    let stats = state.store.queue_stats(site.id).await?;
+    Ok(axum::Json(QueuesResponse {
+        as_of: format_time(state.as_of(&site, last_event(&stats))),
+        site: site.name,
+        queues: stats.into_iter().map(queue_view).collect(),
+    }))
+}
+
 fn queue_view(q: QueueStats) -> QueueView {
     QueueView {
         max_walltime: q.queue.max_walltime_s.map(format_walltime),
@@ -362,7 +346,7 @@ fn wait_view(j: Job) -> Option<WaitView> {
         job_id: j.job_id,
         nodes: j.nodes,
         walltime_s: j.walltime_s,
-        state: j.state.into(),
+        state: j.state,
         bound_s: j.bound_s,
         bound_status: j.bound_status,
     })
@@ -385,7 +369,7 @@ pub async fn list_sites<S: Store>(
         .map(|s| SiteView {
             as_of: format_time(state.as_of(&s.site, s.last_event)),
             name: s.site.name,
-            kind: s.site.kind.into(),
+            kind: s.site.kind,
             description: s.site.description,
             time_zone: s.site.time_zone,
             created: format_time(s.site.created_at),
@@ -456,12 +440,7 @@ pub async fn put_site<S: Store>(
     for q in &queues {
         state.store.upsert_queue(site.id, q).await?;
     }
-    let stats = state.store.queue_stats(site.id).await?;
-    Ok(axum::Json(QueuesResponse {
-        site: site.name.clone(),
-        as_of: format_time(state.as_of(&site, last_event(&stats))),
-        queues: stats.into_iter().map(queue_view).collect(),
-    }))
+    queues_response(&state, site).await
 }
 
 /// The queues of a site, with their limits and history.
@@ -479,12 +458,7 @@ pub async fn list_queues<S: Store>(
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<axum::Json<QueuesResponse>> {
     let site = find_site(&state, &name).await?;
-    let stats = state.store.queue_stats(site.id).await?;
-    Ok(axum::Json(QueuesResponse {
-        site: site.name.clone(),
-        as_of: format_time(state.as_of(&site, last_event(&stats))),
-        queues: stats.into_iter().map(queue_view).collect(),
-    }))
+    queues_response(&state, site).await
 }
 
 /// The jobs of a queue that started in a window, with their waits and the bound that
@@ -642,7 +616,7 @@ pub async fn post_jobs<S: Store>(
             end_time: end,
             nodes,
             walltime_s,
-            state: j.state.into(),
+            state: j.state,
         });
     }
     let changed = state.store.upsert_jobs(&records).await?;

@@ -11,6 +11,7 @@
 //! crate's domain types. Row structs (`rows.rs`) carry the sqlx traits; the domain types
 //! here do not.
 
+mod common;
 mod postgres;
 mod rows;
 mod sqlite;
@@ -167,11 +168,20 @@ impl JobState {
 impl FromStr for JobState {
     type Err = StoreError;
     fn from_str(s: &str) -> StoreResult<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| StoreError::Invalid(format!("job state {s:?}")))
+        by_name(Self::ALL, Self::as_str, s, "job state")
     }
+}
+
+/// The one of `all` whose name is `s`.
+fn by_name<T: Copy, const N: usize>(
+    all: [T; N],
+    name: fn(T) -> &'static str,
+    s: &str,
+    what: &str,
+) -> StoreResult<T> {
+    all.into_iter()
+        .find(|k| name(*k) == s)
+        .ok_or_else(|| StoreError::Invalid(format!("{what} {s:?}")))
 }
 
 impl SiteKind {
@@ -187,11 +197,12 @@ impl SiteKind {
 impl FromStr for SiteKind {
     type Err = StoreError;
     fn from_str(s: &str) -> StoreResult<Self> {
-        match s {
-            "archive" => Ok(SiteKind::Archive),
-            "live" => Ok(SiteKind::Live),
-            _ => Err(StoreError::Invalid(format!("site kind {s:?}"))),
-        }
+        by_name(
+            [SiteKind::Archive, SiteKind::Live],
+            Self::as_str,
+            s,
+            "site kind",
+        )
     }
 }
 
@@ -335,10 +346,7 @@ impl fmt::Display for Scope {
 impl FromStr for Scope {
     type Err = StoreError;
     fn from_str(s: &str) -> StoreResult<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| StoreError::Invalid(format!("scope {s:?}")))
+        by_name(Self::ALL, Self::as_str, s, "scope")
     }
 }
 
