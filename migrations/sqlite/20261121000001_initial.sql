@@ -18,13 +18,15 @@ CREATE TABLE queues (
     name           TEXT    NOT NULL,
     max_walltime_s INTEGER CHECK (max_walltime_s > 0),
     max_nodes      INTEGER CHECK (max_nodes > 0),
-    UNIQUE (site_id, name)
+    UNIQUE (site_id, name),
+    -- The target of jobs' (queue_id, site_id) reference.
+    UNIQUE (id, site_id)
 );
 
 CREATE TABLE jobs (
     id           INTEGER PRIMARY KEY,
-    site_id      INTEGER NOT NULL REFERENCES sites (id) ON DELETE CASCADE,
-    queue_id     INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    site_id      INTEGER NOT NULL,
+    queue_id     INTEGER NOT NULL,
     -- The scheduler's job id, unique per site: re-importing a trace inserts nothing.
     job_id       TEXT    NOT NULL,
     submit_time  INTEGER NOT NULL,
@@ -36,6 +38,8 @@ CREATE TABLE jobs (
     -- The bound predicted when the job was submitted (filled by the live predictors).
     bound_s      INTEGER,
     bound_status TEXT,
+    -- One reference checks both: the queue exists and belongs to the job's site.
+    FOREIGN KEY (queue_id, site_id) REFERENCES queues (id, site_id) ON DELETE CASCADE,
     UNIQUE (site_id, job_id),
     CHECK (start_time IS NULL OR start_time >= submit_time)
 );

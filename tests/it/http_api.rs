@@ -465,3 +465,25 @@ async fn operations_endpoints_answer() {
     let doc = app.get("/openapi.json", None).await.json();
     assert_eq!(doc["info"]["title"], "qbets");
 }
+
+#[tokio::test]
+async fn cors_answers_only_configured_origins() {
+    let app = TestApp::with_config(|c| c.http.cors_origins = vec!["https://portal.example".into()]).await;
+    let preflight = |origin: &'static str| {
+        axum::http::Request::builder()
+            .method("OPTIONS")
+            .uri("/v1/sites")
+            .header("origin", origin)
+            .header("access-control-request-method", "GET")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let res = app.send(preflight("https://portal.example")).await;
+    assert_eq!(res.headers["access-control-allow-origin"], "https://portal.example");
+    let res = app.send(preflight("https://evil.example")).await;
+    assert!(res.headers.get("access-control-allow-origin").is_none());
+
+    let closed = TestApp::new().await;
+    let res = closed.send(preflight("https://portal.example")).await;
+    assert!(res.headers.get("access-control-allow-origin").is_none(), "no origins by default");
+}
