@@ -57,6 +57,8 @@ pub fn init_logging(config: &Config) {
     // A second initialisation (tests) is harmless; ignore it.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colours only for a person at a terminal, not in log files and journals.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }

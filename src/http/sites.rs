@@ -15,7 +15,8 @@ use super::params::{
 };
 use crate::service::{AppState, check_name};
 use crate::store::{
-    Job, JobState, NewJob, NewQueue, NewSite, Queue, QueueStats, Site, SiteKind, StartWindow, Store,
+    Job, JobState, NewJob, NewQueue, NewSite, Queue, QueueStats, Site, SiteKind, StartWindow,
+    Store, last_event,
 };
 
 /// The routes of this resource.
@@ -299,15 +300,6 @@ async fn find_queue<S: Store>(state: &AppState<S>, site: &Site, name: &str) -> A
     state.store.queue(site.id, name).await?.ok_or_else(|| {
         ApiError::NotFound(format!("site {:?} has no queue named {name:?}", site.name))
     })
-}
-
-/// The latest event among a site's queues.
-fn last_event(stats: &[QueueStats]) -> Option<i64> {
-    stats
-        .iter()
-        .flat_map(|q| [q.last_release, q.last_submit])
-        .flatten()
-        .max()
 }
 
 /// A site's queues with their counts, as of the site's instant.

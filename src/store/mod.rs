@@ -97,6 +97,28 @@ pub struct SiteSummary {
     pub last_event: Option<i64>,
 }
 
+impl SiteSummary {
+    /// A site's summary from its queues' counts.
+    pub fn from_queues(site: Site, queues: &[QueueStats]) -> Self {
+        SiteSummary {
+            site,
+            queues: queues.len() as i64,
+            jobs: queues.iter().map(|q| q.jobs).sum(),
+            last_event: last_event(queues),
+        }
+    }
+}
+
+/// The latest submit or start among queues' jobs: the instant an archive's answers
+/// speak for.
+pub fn last_event(queues: &[QueueStats]) -> Option<i64> {
+    queues
+        .iter()
+        .flat_map(|q| [q.last_release, q.last_submit])
+        .flatten()
+        .max()
+}
+
 /// A queue of a site, with its limits where known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queue {

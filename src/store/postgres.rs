@@ -9,9 +9,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::common::{common_store_methods, token_conflict};
 use super::rows::{
-    JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SiteSummaryRow, TokenRow, convert,
-    job_columns, last_per_job, now_unix, queue_columns, reject_columns, site_columns,
-    token_columns,
+    JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, TokenRow, convert, job_columns,
+    last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
 };
 use super::{
     ApiToken, Job, JobBound, JobCursor, NewApiToken, NewJob, NewQueue, NewReject, NewSite, Queue,

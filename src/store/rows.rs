@@ -1,7 +1,7 @@
 //! Row structs as the database returns them, shared by both backends (the column types
 //! are the same: `i64`, text, bytes), and their conversion to the domain types.
 
-use super::{ApiToken, Job, Queue, QueueStats, Reject, Site, SiteSummary, StoreError, StoreResult};
+use super::{ApiToken, Job, Queue, QueueStats, Reject, Site, StoreError, StoreResult};
 
 // Column lists as macros, so that queries stay `&'static str` (sqlx 0.9 takes only
 // static SQL without an explicit `AssertSqlSafe`) via `concat!`.
@@ -58,27 +58,6 @@ impl TryFrom<SiteRow> for Site {
             description: r.description,
             time_zone: r.time_zone,
             created_at: r.created_at,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-pub(super) struct SiteSummaryRow {
-    #[sqlx(flatten)]
-    site: SiteRow,
-    queues: i64,
-    jobs: i64,
-    last_event: Option<i64>,
-}
-
-impl TryFrom<SiteSummaryRow> for SiteSummary {
-    type Error = StoreError;
-    fn try_from(r: SiteSummaryRow) -> StoreResult<Self> {
-        Ok(SiteSummary {
-            site: r.site.try_into()?,
-            queues: r.queues,
-            jobs: r.jobs,
-            last_event: r.last_event,
         })
     }
 }

@@ -468,7 +468,8 @@ async fn operations_endpoints_answer() {
 
 #[tokio::test]
 async fn cors_answers_only_configured_origins() {
-    let app = TestApp::with_config(|c| c.http.cors_origins = vec!["https://portal.example".into()]).await;
+    let app =
+        TestApp::with_config(|c| c.http.cors_origins = vec!["https://portal.example".into()]).await;
     let preflight = |origin: &'static str| {
         axum::http::Request::builder()
             .method("OPTIONS")
@@ -479,11 +480,17 @@ async fn cors_answers_only_configured_origins() {
             .unwrap()
     };
     let res = app.send(preflight("https://portal.example")).await;
-    assert_eq!(res.headers["access-control-allow-origin"], "https://portal.example");
+    assert_eq!(
+        res.headers["access-control-allow-origin"],
+        "https://portal.example"
+    );
     let res = app.send(preflight("https://evil.example")).await;
     assert!(res.headers.get("access-control-allow-origin").is_none());
 
     let closed = TestApp::new().await;
     let res = closed.send(preflight("https://portal.example")).await;
-    assert!(res.headers.get("access-control-allow-origin").is_none(), "no origins by default");
+    assert!(
+        res.headers.get("access-control-allow-origin").is_none(),
+        "no origins by default"
+    );
 }
