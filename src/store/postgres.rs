@@ -75,6 +75,22 @@ impl<'a> FromIterator<&'a NewJob> for JobColumns {
     }
 }
 
+/// Binds a batch's nine column arrays to `$1…$9` of [`unnest_jobs`].
+macro_rules! bind_columns {
+    ($query:expr, $c:expr) => {
+        $query
+            .bind($c.site_id)
+            .bind($c.queue_id)
+            .bind($c.job_id)
+            .bind($c.submit_time)
+            .bind($c.start_time)
+            .bind($c.end_time)
+            .bind($c.nodes)
+            .bind($c.walltime_s)
+            .bind($c.state)
+    };
+}
+
 /// `SELECT` of a batch's rows from nine array parameters, in batch order.
 macro_rules! unnest_jobs {
     () => {
@@ -95,20 +111,14 @@ impl Store for PgStore {
             return Ok(0);
         }
         let c: JobColumns = jobs.iter().collect();
-        let done = sqlx::query(concat!(
+        let done = bind_columns!(
+            sqlx::query(concat!(
             "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) ",
             unnest_jobs!(),
             " ON CONFLICT (site_id, job_id) DO NOTHING"
-        ))
-        .bind(c.site_id)
-        .bind(c.queue_id)
-        .bind(c.job_id)
-        .bind(c.submit_time)
-        .bind(c.start_time)
-        .bind(c.end_time)
-        .bind(c.nodes)
-        .bind(c.walltime_s)
-        .bind(c.state)
+        )),
+            c
+        )
         .execute(&self.pool)
         .await
         .map_err(db_error)?;
@@ -121,7 +131,8 @@ impl Store for PgStore {
         }
         let c: JobColumns = last_per_job(jobs).into_iter().collect();
         // A start or end once seen is never lost to a later record without one.
-        let rows = sqlx::query_as::<_, JobRow>(concat!(
+        let rows = bind_columns!(
+            sqlx::query_as::<_, JobRow>(concat!(
             "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) ",
             unnest_jobs!(),
             " ON CONFLICT (site_id, job_id) DO UPDATE SET \
@@ -134,16 +145,9 @@ impl Store for PgStore {
                   COALESCE(EXCLUDED.end_time, jobs.end_time), EXCLUDED.nodes, EXCLUDED.walltime_s, EXCLUDED.state) \
               RETURNING ",
             job_columns!()
-        ))
-        .bind(c.site_id)
-        .bind(c.queue_id)
-        .bind(c.job_id)
-        .bind(c.submit_time)
-        .bind(c.start_time)
-        .bind(c.end_time)
-        .bind(c.nodes)
-        .bind(c.walltime_s)
-        .bind(c.state)
+        )),
+            c
+        )
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;

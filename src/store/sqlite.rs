@@ -18,6 +18,22 @@ use super::{
     QueueStats, Reject, Site, SiteSummary, StartWindow, Store, StoreError, StoreResult, db_error,
 };
 
+/// Binds a job's nine columns, in the order of the `INSERT` column lists below.
+macro_rules! bind_job {
+    ($query:expr, $j:expr) => {
+        $query
+            .bind($j.site_id)
+            .bind($j.queue_id)
+            .bind(&$j.job_id)
+            .bind($j.submit_time)
+            .bind($j.start_time)
+            .bind($j.end_time)
+            .bind($j.nodes)
+            .bind($j.walltime_s)
+            .bind($j.state.as_str())
+    };
+}
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 /// The SQLite store. Cloning shares the pool.
@@ -57,19 +73,13 @@ impl Store for SqliteStore {
         let mut tx = conn.begin().await.map_err(db_error)?;
         let mut inserted = 0;
         for j in jobs {
-            inserted += sqlx::query(
-                "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (site_id, job_id) DO NOTHING",
+            inserted += bind_job!(
+                sqlx::query(
+                    "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (site_id, job_id) DO NOTHING",
+                ),
+                j
             )
-            .bind(j.site_id)
-            .bind(j.queue_id)
-            .bind(&j.job_id)
-            .bind(j.submit_time)
-            .bind(j.start_time)
-            .bind(j.end_time)
-            .bind(j.nodes)
-            .bind(j.walltime_s)
-            .bind(j.state.as_str())
             .execute(&mut *tx)
             .await
             .map_err(db_error)?
@@ -85,7 +95,8 @@ impl Store for SqliteStore {
         let mut changed = Vec::new();
         for j in last_per_job(jobs) {
             // A start or end once seen is never lost to a later record without one.
-            let row = sqlx::query_as::<_, JobRow>(concat!(
+            let row = bind_job!(
+                sqlx::query_as::<_, JobRow>(concat!(
                 "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) \
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (site_id, job_id) DO UPDATE SET \
@@ -100,16 +111,9 @@ impl Store for SqliteStore {
                     OR jobs.state IS NOT excluded.state \
                  RETURNING ",
                 job_columns!()
-            ))
-            .bind(j.site_id)
-            .bind(j.queue_id)
-            .bind(&j.job_id)
-            .bind(j.submit_time)
-            .bind(j.start_time)
-            .bind(j.end_time)
-            .bind(j.nodes)
-            .bind(j.walltime_s)
-            .bind(j.state.as_str())
+            )),
+                j
+            )
             .fetch_optional(&mut *tx)
             .await
             .map_err(db_error)?;
