@@ -3,7 +3,6 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -537,7 +536,7 @@ pub async fn post_jobs<S: Store>(
     State(state): State<AppState<S>>,
     ApiPath(site_name): ApiPath<String>,
     ApiJson(body): ApiJson<JobsIn>,
-) -> ApiResult<(StatusCode, axum::Json<JobsOut>)> {
+) -> ApiResult<axum::Json<JobsOut>> {
     let site = find_site(&state, &site_name).await?;
     if site.kind != SiteKind::Live {
         return Err(ApiError::Conflict(format!(
@@ -623,11 +622,8 @@ pub async fn post_jobs<S: Store>(
             state.predictors.observe(&site, queue, &of_queue);
         }
     }
-    Ok((
-        StatusCode::OK,
-        axum::Json(JobsOut {
-            received: body.jobs.len(),
-            changed: changed.len(),
-        }),
-    ))
+    Ok(axum::Json(JobsOut {
+        received: body.jobs.len(),
+        changed: changed.len(),
+    }))
 }

@@ -183,12 +183,14 @@ pub async fn import_trace<S: Store>(
             }
         };
         let job = to_job(rec, site.id, queue_id, base);
-        let refusal = match seen_jobs.insert(rec.job, rec.line) {
-            Some(first) => Some(format!(
+        let first = *seen_jobs.entry(rec.job).or_insert(rec.line);
+        let refusal = if first != rec.line {
+            Some(format!(
                 "job number {} already appears at line {first}",
                 rec.job
-            )),
-            None => job.validate().err(),
+            ))
+        } else {
+            job.validate().err()
         };
         if let Some(reason) = refusal {
             refused += 1;

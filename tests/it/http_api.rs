@@ -11,7 +11,7 @@ use qbets::store::Scope;
 const T0: i64 = 946_684_800;
 
 /// A small trace: two named queues, one unnamed, a job that never started, a
-/// malformed line.
+/// malformed line, a job number used twice.
 const TRACE: &str = "\
 ; Version: 2.2
 ; Computer: Test Cluster
@@ -27,6 +27,7 @@ const TRACE: &str = "\
 5 40 x 10 1 -1 -1 1 60 -1 1 1 1 -1 1 -1 -1 -1
 6 50 3 10 1 -1 -1 1 60 -1 1 1 1 -1 1 -1 -1 -1
 7 55 1 10 1 -1 -1 1 60 -1 1 1 1 -1 3 -1 -1 -1
+2 60 0 5 1 -1 -1 1 60 -1 1 1 1 -1 1 -1 -1 -1
 ";
 
 fn write_trace(dir: &tempfile::TempDir) -> std::path::PathBuf {
@@ -44,10 +45,16 @@ async fn an_imported_trace_reads_back_as_an_archive_site() {
     let app = TestApp::new().await;
     let dir = tempfile::tempdir().unwrap();
     let s = app.import("test", &write_trace(&dir)).await;
-    assert_eq!((s.records, s.inserted, s.rejected), (6, 6, 1));
+    assert_eq!((s.records, s.inserted, s.rejected), (7, 6, 2));
     assert_eq!(
-        s.sample_rejects[0].0, 12,
-        "line number of the malformed line"
+        s.sample_rejects,
+        vec![
+            (
+                12,
+                "field 3 (wait time): \"x\" is not an integer".to_string()
+            ),
+            (15, "job number 2 already appears at line 9".to_string()),
+        ]
     );
 
     let res = app.get("/v1/sites", None).await;
@@ -150,9 +157,9 @@ async fn importing_twice_through_the_cli_changes_nothing() {
     let second = app.import("test", &path).await;
     assert_eq!(second.records, first.records);
     assert_eq!(second.inserted, 0);
-    assert_eq!(second.already_stored, first.records);
-    assert_eq!(second.rejects_new, 0, "the malformed line is kept once");
-    assert_eq!(second.rejected, 1);
+    assert_eq!(second.rejects_new, 0, "the rejected lines are kept once");
+    assert_eq!(second.rejected, 2);
+    assert_eq!(second.already_stored, first.inserted);
     let after = app.get("/v1/sites/test/queues", None).await.json();
     assert_eq!(before, after);
 }
