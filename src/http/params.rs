@@ -361,6 +361,27 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn every_walltime_formats_and_parses_back(s in 1..=MAX_DURATION_S) {
+            proptest::prop_assert_eq!(walltime(&format_walltime(s)), Ok(s));
+            proptest::prop_assert_eq!(walltime(&s.to_string()), Ok(s));
+        }
+
+        #[test]
+        fn every_time_formats_and_parses_back(t in 0i64..4_102_444_800) {
+            proptest::prop_assert_eq!(timestamp(&format_time(t)), Ok(t));
+        }
+
+        #[test]
+        fn no_text_panics_a_parser(text in "\\PC{0,24}") {
+            let _ = walltime(&text);
+            let _ = timestamp(&text);
+            let _ = probability(&text);
+            let _ = nodes(&text);
+        }
+    }
+
     #[test]
     fn times_are_rfc3339_utc() {
         assert_eq!(timestamp("2000-04-25T21:20:03Z"), Ok(956_697_603));
