@@ -650,6 +650,13 @@ fn db_error(e: sqlx::Error) -> StoreError {
         if d.is_check_violation() || d.is_foreign_key_violation() {
             return StoreError::Invalid(d.message().to_string());
         }
+        // PostgreSQL's class 22, "data exception": a value the database cannot hold,
+        // such as text with a NUL character, which SQLite stores and PostgreSQL refuses.
+        if let Some(pg) = d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            && pg.code().starts_with("22")
+        {
+            return StoreError::Invalid(pg.message().to_string());
+        }
     }
     StoreError::Database(e.to_string())
 }

@@ -501,3 +501,31 @@ async fn cors_answers_only_configured_origins() {
         "no origins by default"
     );
 }
+
+#[tokio::test]
+async fn text_a_backend_cannot_hold_is_a_client_error() {
+    // PostgreSQL text cannot hold NUL; SQLite can. Either way: never a 5xx.
+    let app = TestApp::new().await;
+    let admin = app.token("ops", Scope::Admin).await;
+    let res = app.get("/v1/sites/a%00b/queues", None).await;
+    assert!(
+        res.status.is_client_error(),
+        "{} {}",
+        res.status,
+        res.text()
+    );
+    res.problem(res.status.as_u16());
+    let res = app
+        .json(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            &json!({"description": "nul\u{0}here"}),
+        )
+        .await;
+    assert!(res.status.as_u16() < 500, "{} {}", res.status, res.text());
+    let res = app
+        .json("POST", "/v1/sites/live1/jobs", Some(&admin), &json!({"jobs": [{"job_id": "a\u{0}", "queue": "q", "submit": iso(TEST_NOW), "state": "pending"}]}))
+        .await;
+    assert!(res.status.as_u16() < 500, "{} {}", res.status, res.text());
+}
