@@ -12,7 +12,7 @@ const T0: i64 = 946_684_800;
 
 /// A small trace: two named queues, one unnamed, a job that never started, a
 /// malformed line, a job number used twice.
-const TRACE: &str = "\
+pub(crate) const TRACE: &str = "\
 ; Version: 2.2
 ; Computer: Test Cluster
 ; Installation: Unit Test Centre

@@ -4,5 +4,6 @@
 mod http_api;
 mod import_trace;
 mod openapi;
+mod predictors;
 mod store_story;
 mod support;
