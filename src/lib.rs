@@ -2,8 +2,10 @@
 //!
 //! Layers, each a module:
 //! - [`engine`]: the QBETS predictor and the trace-replay evaluator — pure computation.
+//! - [`plan`]: VARQ and CO-VARQ planners, reservation lifecycle — pure computation.
 //! - [`sim`]: the batch-scheduler simulator and workload models — pure computation.
 //! - [`trace`]: workload trace formats (SWF).
+//! - [`sources`]: schedulers we read job records from (Slurm's REST API).
 //! - [`store`]: storage (SQLite and PostgreSQL) — the only module that speaks SQL.
 //! - [`http`]: the REST API (axum, utoipa) — the only module that knows HTTP.
 //! - [`config`]: the service configuration (TOML layered with environment and flags).
@@ -14,7 +16,9 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod plan;
 pub mod service;
 pub mod sim;
+pub mod sources;
 pub mod store;
 pub mod trace;

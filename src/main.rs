@@ -18,6 +18,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Replay an SWF workload trace through QBETS and score its bounds (Tables 4.1/4.2).
+    Replay(cli::replay::Args),
     /// Serve the HTTP API (rebuilds the predictors from the store first).
     Serve(cli::serve::ServeArgs),
     /// Import an SWF workload trace (plain or gzipped) as an archive site.
@@ -33,6 +35,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Replay(args) => cli::replay::run(args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => cli::serve::run(args),
         Command::Import(args) => cli::import::run(args),
         Command::Token(args) => cli::token::run(args),

@@ -7,5 +7,6 @@ pub mod default_config;
 pub mod import;
 pub mod migrate;
 pub mod progress;
+pub mod replay;
 pub mod serve;
 pub mod token;
