@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::service::import::{ImportOptions, ImportSummary, import_trace};
 use crate::service::{Clock, SystemClock, check_name};
 use crate::store::{Store, StoreTask, redact_url, with_store};
-use crate::trace::swf::{self, QueueField, SwfTrace};
+use crate::trace::swf::QueueField;
 
 /// `qbets import`.
 #[derive(Debug, Clone, clap::Args)]
@@ -65,7 +65,7 @@ impl StoreTask for Import {
     async fn run<S: Store>(self, store: S) -> anyhow::Result<ImportSummary> {
         let path = self.file.clone();
         // Reading and parsing is blocking work: off the async threads.
-        let trace = tokio::task::spawn_blocking(move || read_with_progress(&path))
+        let trace = tokio::task::spawn_blocking(move || super::progress::read_swf(&path))
             .await
             .context("the trace reader stopped")??;
         let bar = super::progress::bar(trace.records.len() as u64, "jobs");
@@ -95,21 +95,6 @@ impl StoreTask for Import {
         );
         Ok(summary)
     }
-}
-
-/// Reads a whole trace, drawing a bar over the file's (compressed) bytes.
-fn read_with_progress(path: &Path) -> anyhow::Result<SwfTrace> {
-    let size = std::fs::metadata(path)
-        .with_context(|| format!("{}: cannot open", path.display()))?
-        .len();
-    let bar = super::progress::bar(size, "bytes");
-    bar.set_message("reading");
-    let counted = bar.clone();
-    let input = swf::open(path, move |file| counted.wrap_read(file))?;
-    let trace =
-        SwfTrace::read(input).with_context(|| format!("{}: cannot read", path.display()))?;
-    bar.finish_and_clear();
-    Ok(trace)
 }
 
 /// The summary printed after an import.
