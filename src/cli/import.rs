@@ -22,6 +22,7 @@ pub struct ImportArgs {
     pub site: String,
     /// The trace: an SWF file, plain or gzipped.
     pub file: PathBuf,
+    /// Where the store and configuration are.
     #[command(flatten)]
     pub store: StoreArgs,
 }

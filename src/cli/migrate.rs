@@ -11,6 +11,7 @@ use crate::store::{Store, StoreTask, redact_url, with_store};
 /// `qbets migrate`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MigrateArgs {
+    /// Where the store and configuration are.
     #[command(flatten)]
     pub store: StoreArgs,
 }

@@ -31,6 +31,7 @@ pub struct ServeArgs {
     /// Address to listen on (default 127.0.0.1:8080). Also QBETS_LISTEN.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+    /// Where the store and configuration are.
     #[command(flatten)]
     pub store: StoreArgs,
     /// Start a live simulated demo site (not available yet: issue 4, part 2).

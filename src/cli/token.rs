@@ -12,8 +12,10 @@ use crate::store::{Scope, Store, StoreTask, redact_url, with_store};
 /// `qbets token`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TokenArgs {
+    /// What to do.
     #[command(subcommand)]
     pub command: TokenCommand,
+    /// Where the store and configuration are.
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -34,6 +36,7 @@ pub enum TokenCommand {
     List,
     /// Delete a token by name.
     Revoke {
+        /// The token's name.
         #[arg(long)]
         name: String,
     },

@@ -127,27 +127,48 @@ impl fmt::Debug for Config {
 /// Why the configuration could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("{path}: cannot read: {source}")]
     Read {
+        /// The file.
         path: String,
+        /// Why.
         source: std::io::Error,
     },
+    /// The file is not valid TOML for [`Config`] (the message names the key).
     #[error("{path}: {message}")]
-    Parse { path: String, message: String },
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// An environment variable holds a value its setting cannot take.
     #[error("environment variable {name}={value:?}: {reason}")]
     Env {
+        /// The variable.
         name: &'static str,
+        /// Its value.
         value: String,
+        /// Why it was refused.
         reason: String,
     },
+    /// A setting breaks a rule its type cannot state.
     #[error("invalid setting {field}: {reason}")]
-    Invalid { field: &'static str, reason: String },
+    Invalid {
+        /// The setting, as a TOML path.
+        field: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
 }
 
 /// Overrides from the command line (each `None` leaves the lower layers' value).
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
+    /// `--listen`.
     pub listen: Option<SocketAddr>,
+    /// `--database-url`.
     pub database_url: Option<String>,
 }
 

@@ -26,6 +26,7 @@ pub struct ReadAccess {
 /// A caller whose token grants the scope `M` names.
 #[derive(Debug)]
 pub struct Authorized<M> {
+    /// The token presented (its hash, never its secret).
     pub token: ApiToken,
     _scope: PhantomData<M>,
 }

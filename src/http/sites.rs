@@ -61,8 +61,10 @@ fn names_schema<const N: usize>(what: &str, names: [&str; N]) -> utoipa::openapi
 pub struct SiteView {
     /// The site's name, as used in URLs.
     pub name: String,
+    /// Archive (from a trace) or live.
     #[schema(schema_with = site_kind_schema)]
     pub kind: SiteKind,
+    /// Free text, e.g. the installation and machine from a trace header.
     pub description: String,
     /// IANA time zone of the machine, when known.
     pub time_zone: Option<String>,
@@ -81,12 +83,14 @@ pub struct SiteView {
 /// Every site.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SitesResponse {
+    /// By name.
     pub sites: Vec<SiteView>,
 }
 
 /// A queue of a site.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct QueueView {
+    /// The queue's name, as used in URLs.
     pub name: String,
     /// Longest walltime the queue accepts, in seconds, when known.
     pub max_walltime_s: Option<i64>,
@@ -109,10 +113,12 @@ pub struct QueueView {
 /// The queues of a site.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct QueuesResponse {
+    /// The site's name.
     pub site: String,
     /// The instant these answers speak for.
     #[schema(format = DateTime)]
     pub as_of: String,
+    /// By name.
     pub queues: Vec<QueueView>,
 }
 
@@ -139,8 +145,10 @@ const WAITS_LIMIT: (i64, i64) = (1_000, 10_000);
 pub struct WaitView {
     /// The scheduler's job id.
     pub job_id: String,
+    /// When the job was submitted.
     #[schema(format = DateTime)]
     pub submit: String,
+    /// When the job started.
     #[schema(format = DateTime)]
     pub start: String,
     /// Seconds from submission to start.
@@ -151,6 +159,7 @@ pub struct WaitView {
     pub walltime_s: Option<i64>,
     /// The same as `[D-]HH:MM:SS`.
     pub walltime: Option<String>,
+    /// Where the job is in its life.
     #[schema(schema_with = job_state_schema)]
     pub state: JobState,
     /// The bound predicted when the job was submitted (null until predicted).
@@ -162,10 +171,14 @@ pub struct WaitView {
 /// Jobs of a queue that started in a window.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct WaitsResponse {
+    /// The site's name.
     pub site: String,
+    /// The queue's name.
     pub queue: String,
+    /// Start of the window (inclusive).
     #[schema(format = DateTime)]
     pub since: String,
+    /// End of the window (exclusive).
     #[schema(format = DateTime)]
     pub until: String,
     /// The instant the site's answers speak for.
@@ -181,7 +194,9 @@ pub struct WaitsResponse {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum DurationIn {
+    /// Whole seconds.
     Seconds(i64),
+    /// Slurm's `[D-]HH:MM:SS` forms.
     Text(String),
 }
 
@@ -227,6 +242,7 @@ impl DurationIn {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueIn {
+    /// The queue's name: letters, digits, '.', '_' or '-'.
     #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub name: String,
     /// Longest walltime accepted.
@@ -240,9 +256,11 @@ pub struct QueueIn {
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SiteIn {
+    /// Free text about the machine.
     pub description: String,
     /// IANA time zone, e.g. `Europe/Paris`.
     pub time_zone: Option<String>,
+    /// Queues to create, or whose limits to update.
     pub queues: Vec<QueueIn>,
 }
 
@@ -256,17 +274,21 @@ pub struct JobIn {
     /// The queue's name (created when new).
     #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub queue: String,
+    /// When the job was submitted.
     #[schema(format = DateTime)]
     pub submit: String,
     /// When it started; absent while pending.
     #[schema(format = DateTime)]
     pub start: Option<String>,
+    /// When it ended; absent until then.
     #[schema(format = DateTime)]
     pub end: Option<String>,
+    /// Requested nodes (or processors).
     #[schema(minimum = 1, maximum = 100000000)]
     pub nodes: Option<i64>,
     /// Requested walltime.
     pub walltime: Option<DurationIn>,
+    /// Where the job is in its life.
     #[schema(schema_with = job_state_schema)]
     pub state: JobState,
 }
@@ -275,6 +297,7 @@ pub struct JobIn {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobsIn {
+    /// The records, in the order the scheduler reported them.
     pub jobs: Vec<JobIn>,
 }
 

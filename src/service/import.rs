@@ -29,6 +29,7 @@ pub struct ImportOptions {
 /// What an import did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportSummary {
+    /// The site's name.
     pub site: String,
     /// Which SWF field named the queues.
     pub queue_field: QueueField,
@@ -46,6 +47,7 @@ pub struct ImportSummary {
     pub queues: BTreeMap<String, u64>,
     /// First few rejects, for the summary printed to the user.
     pub sample_rejects: Vec<(u64, String)>,
+    /// Wall time of the import (after reading).
     pub elapsed: Duration,
 }
 
@@ -59,10 +61,12 @@ impl ImportSummary {
 /// Why an import failed as a whole.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// The site exists and is live: a trace is not mixed into a live site's records.
     #[error(
         "site {0:?} is a live site; traces are imported into archive sites (choose another --site name)"
     )]
     LiveSite(String),
+    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -15,8 +15,11 @@ use prometheus_client::registry::Registry;
 /// queue names would make the label set unbounded), method and status.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
+    /// HTTP method.
     pub method: String,
+    /// The matched route template, `unmatched` when none matched.
     pub route: String,
+    /// HTTP status code of the answer.
     pub status: u16,
 }
 

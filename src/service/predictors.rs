@@ -39,8 +39,11 @@ impl QueueSlot {
 /// How a rebuild went, for the start-up log line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RebuildReport {
+    /// Predictors built.
     pub queues: usize,
+    /// Jobs handed to them.
     pub jobs: u64,
+    /// Wall time of the rebuild.
     pub elapsed: Duration,
 }
 

@@ -10,10 +10,15 @@ use super::{Clock, Predictors, metrics::Metrics};
 
 /// Shared state of a running service. Cheap to clone (handles and `Arc`s).
 pub struct AppState<S: Store> {
+    /// The store, chosen at start-up.
     pub store: S,
+    /// The configuration the service started with.
     pub config: Arc<Config>,
+    /// The live predictors, one per (site, queue).
     pub predictors: Arc<Predictors>,
+    /// The Prometheus registry of this service.
     pub metrics: Arc<Metrics>,
+    /// Now, for live sites (fixed in tests).
     pub clock: Arc<dyn Clock>,
 }
 

@@ -60,16 +60,22 @@ pub type StoreResult<T> = Result<T, StoreError>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SiteKind {
+    /// Imported from a trace: answers speak for its last record.
     Archive,
+    /// Fed by a scheduler: answers speak for now.
     Live,
 }
 
 /// A site: one machine (or one trace of one) with its queues.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Site {
+    /// The store's id.
     pub id: i64,
+    /// Unique name, as used in URLs.
     pub name: String,
+    /// Archive or live.
     pub kind: SiteKind,
+    /// Free text about the machine.
     pub description: String,
     /// IANA zone name, when known (e.g. from an SWF header's `TimeZoneString`).
     pub time_zone: Option<String>,
@@ -80,17 +86,24 @@ pub struct Site {
 /// A site to create (or find, when one of the same name exists).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewSite {
+    /// Unique name, as used in URLs.
     pub name: String,
+    /// Archive or live (kept when the site exists).
     pub kind: SiteKind,
+    /// Free text about the machine.
     pub description: String,
+    /// IANA zone name, when known.
     pub time_zone: Option<String>,
 }
 
 /// A site with what the store knows of its jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SiteSummary {
+    /// The site.
     pub site: Site,
+    /// How many queues it has.
     pub queues: i64,
+    /// How many jobs are stored for it.
     pub jobs: i64,
     /// Latest submit or start time of any job (Unix seconds): the instant an archive
     /// site's answers speak for.
@@ -122,24 +135,33 @@ pub fn last_event(queues: &[QueueStats]) -> Option<i64> {
 /// A queue of a site, with its limits where known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queue {
+    /// The store's id.
     pub id: i64,
+    /// The site it belongs to.
     pub site_id: i64,
+    /// Unique within the site.
     pub name: String,
+    /// Longest walltime accepted, in seconds, when known.
     pub max_walltime_s: Option<i64>,
+    /// Most nodes a job may ask for, when known.
     pub max_nodes: Option<i64>,
 }
 
 /// A queue to create or update. Limits given as `None` leave known limits unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewQueue {
+    /// Unique within the site.
     pub name: String,
+    /// Longest walltime accepted, in seconds.
     pub max_walltime_s: Option<i64>,
+    /// Most nodes a job may ask for.
     pub max_nodes: Option<i64>,
 }
 
 /// A queue with counts over its stored jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueStats {
+    /// The queue.
     pub queue: Queue,
     /// Jobs stored for this queue.
     pub jobs: i64,
@@ -155,11 +177,17 @@ pub struct QueueStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Waiting in the queue.
     Pending,
+    /// Started, not ended.
     Running,
+    /// Ran to its end.
     Completed,
+    /// Ended in failure.
     Failed,
+    /// Cancelled (it may have waited, or run, first).
     Cancelled,
+    /// The source does not say.
     Unknown,
 }
 
@@ -232,18 +260,23 @@ impl FromStr for SiteKind {
 /// [`Store::upsert_queue`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewJob {
+    /// The site (see `Store::upsert_site`).
     pub site_id: i64,
+    /// The queue (see `Store::upsert_queue`), of the same site.
     pub queue_id: i64,
     /// The scheduler's job id (unique per site).
     pub job_id: String,
+    /// Unix seconds.
     pub submit_time: i64,
     /// `None` while pending.
     pub start_time: Option<i64>,
+    /// Unix seconds, once ended.
     pub end_time: Option<i64>,
     /// Requested nodes (or processors), when known.
     pub nodes: Option<i64>,
     /// Requested walltime in seconds, when known.
     pub walltime_s: Option<i64>,
+    /// Where the job is in its life.
     pub state: JobState,
 }
 
@@ -281,17 +314,27 @@ impl NewJob {
 pub struct Job {
     /// The store's own id: arrival order, the tie-breaker after submit time.
     pub id: i64,
+    /// The site.
     pub site_id: i64,
+    /// The queue.
     pub queue_id: i64,
+    /// The scheduler's job id (unique per site).
     pub job_id: String,
+    /// Unix seconds.
     pub submit_time: i64,
+    /// Unix seconds; `None` while pending.
     pub start_time: Option<i64>,
+    /// Unix seconds, once ended.
     pub end_time: Option<i64>,
+    /// Requested nodes (or processors), when known.
     pub nodes: Option<i64>,
+    /// Requested walltime in seconds, when known.
     pub walltime_s: Option<i64>,
+    /// Where the job is in its life.
     pub state: JobState,
     /// The bound predicted at submission, once the live predictors have filled it.
     pub bound_s: Option<i64>,
+    /// That prediction's status (`ok`, `insufficient_history`, `maybe_down`).
     pub bound_status: Option<String>,
 }
 
@@ -305,7 +348,9 @@ impl Job {
 /// Position in the rebuild order (submit time, then store id), for keyset paging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct JobCursor {
+    /// Submit time of the last job seen.
     pub submit_time: i64,
+    /// Store id of the last job seen.
     pub id: i64,
 }
 
@@ -322,8 +367,11 @@ impl Job {
 /// Jobs that started in `[since, until)`, for charts and audits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StartWindow {
+    /// First start time included (Unix seconds).
     pub since: i64,
+    /// First start time excluded (Unix seconds).
     pub until: i64,
+    /// Most jobs returned.
     pub limit: i64,
 }
 
@@ -333,9 +381,13 @@ pub struct StartWindow {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
+    /// Read answers (when reads are not public).
     Read,
+    /// Send job records.
     Ingest,
+    /// Make reservations.
     Reserve,
+    /// Everything, including creating sites.
     Admin,
 }
 
@@ -375,13 +427,17 @@ impl FromStr for Scope {
 /// An API token as stored: its hash, never its secret.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiToken {
+    /// The store's id.
     pub id: i64,
+    /// Unique name, to recognise the token by.
     pub name: String,
+    /// What it may do.
     pub scope: Scope,
     /// The first characters of the secret, to find candidate rows.
     pub prefix: String,
     /// SHA-256 of the whole token.
     pub hash: Vec<u8>,
+    /// Unix seconds.
     pub created_at: i64,
 }
 
@@ -400,21 +456,28 @@ impl fmt::Debug for ApiToken {
 /// A token to store (see [`crate::service::tokens`] for how one is made).
 #[derive(Clone, PartialEq, Eq)]
 pub struct NewApiToken {
+    /// Unique name, to recognise the token by.
     pub name: String,
+    /// What it may do.
     pub scope: Scope,
+    /// The first characters of the secret.
     pub prefix: String,
+    /// SHA-256 of the whole token.
     pub hash: Vec<u8>,
 }
 
 /// A record that could not be read, kept with the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewReject {
+    /// The site it was meant for.
     pub site_id: i64,
     /// Where it came from: a file name, a sensor.
     pub source: String,
     /// Line number in `source`, when it has lines.
     pub line: Option<i64>,
+    /// The record as received.
     pub raw: String,
+    /// Why it was refused.
     pub reason: String,
     /// Unix seconds.
     pub received_at: i64,
@@ -423,12 +486,19 @@ pub struct NewReject {
 /// A stored reject.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reject {
+    /// The store's id.
     pub id: i64,
+    /// The site it was meant for.
     pub site_id: i64,
+    /// Where it came from.
     pub source: String,
+    /// Line number in `source`, when it has lines.
     pub line: Option<i64>,
+    /// The record as received.
     pub raw: String,
+    /// Why it was refused.
     pub reason: String,
+    /// Unix seconds.
     pub received_at: i64,
 }
 
@@ -437,7 +507,9 @@ pub struct Reject {
 pub struct JobBound {
     /// The store's id of the job ([`Job::id`]).
     pub id: i64,
+    /// The bound in seconds, when one was given.
     pub bound_s: Option<i64>,
+    /// `ok`, `insufficient_history` or `maybe_down`.
     pub status: String,
 }
 
@@ -581,7 +653,9 @@ pub fn stream_jobs<S: Store>(
 /// The backend a database URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// `sqlite:` URLs.
     Sqlite,
+    /// `postgres://` and `postgresql://` URLs.
     Postgres,
 }
 
