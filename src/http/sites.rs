@@ -511,8 +511,12 @@ pub async fn list_waits<S: Store>(
 
     let site = find_site(&state, &site_name).await?;
     let queue = find_queue(&state, &site, &queue_name).await?;
-    let stats = state.store.queue_stats(site.id).await?;
-    let as_of = state.as_of(&site, last_event(&stats));
+    let last = match site.kind {
+        SiteKind::Archive => state.store.site_last_event(site.id).await?,
+        // A live site speaks for now; no need to ask the store.
+        SiteKind::Live => None,
+    };
+    let as_of = state.as_of(&site, last);
     let until = until.unwrap_or(as_of.saturating_add(1));
     let since = since.unwrap_or(until.saturating_sub(86_400));
     let mut jobs = state

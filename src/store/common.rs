@@ -103,6 +103,23 @@ macro_rules! common_store_methods {
         .map(Queue::from))
     }
 
+    async fn site_last_event(&self, site_id: i64) -> StoreResult<Option<i64>> {
+        let (last,): (Option<i64>,) = sqlx::query_as(
+            "SELECT MAX(t) FROM ( \
+               SELECT (SELECT MAX(j.start_time) FROM jobs j \
+                        WHERE j.queue_id = q.id AND j.start_time IS NOT NULL) AS t \
+                 FROM queues q WHERE q.site_id = $1 \
+               UNION ALL \
+               SELECT (SELECT MAX(j.submit_time) FROM jobs j WHERE j.queue_id = q.id) \
+                 FROM queues q WHERE q.site_id = $1) AS events",
+        )
+        .bind(site_id)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(last)
+    }
+
     async fn queue_stats(&self, site_id: i64) -> StoreResult<Vec<QueueStats>> {
         let rows = sqlx::query_as::<_, QueueStatsRow>(
             // Each figure is answered from an index on (queue_id, …): counts walk one

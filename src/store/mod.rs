@@ -550,6 +550,11 @@ pub trait Store: Clone + Send + Sync + 'static {
         name: &str,
     ) -> impl Future<Output = StoreResult<Option<Queue>>> + Send;
 
+    /// The latest submit or start time among a site's jobs (one index probe per
+    /// queue): the instant an archive's answers speak for.
+    fn site_last_event(&self, site_id: i64)
+    -> impl Future<Output = StoreResult<Option<i64>>> + Send;
+
     /// Every queue of a site with counts over its jobs, by name.
     fn queue_stats(
         &self,

@@ -232,6 +232,11 @@ async fn story<S: Store>(store: S) {
         sites[0].last_event,
         Some(*starts.iter().max().unwrap().max(&2_202))
     );
+    assert_eq!(
+        store.site_last_event(site.id).await.unwrap(),
+        sites[0].last_event
+    );
+    assert_eq!(store.site_last_event(site.id + 999).await.unwrap(), None);
 
     // Live updates: a pending job starts; the same news twice changes nothing; a
     // later record without a start does not erase it.
