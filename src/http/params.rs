@@ -205,11 +205,52 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
+        if !is_json(req.headers()) {
+            return Err(ApiError::UnsupportedMediaType(
+                "the body must be JSON, sent with Content-Type: application/json".into(),
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge(
+                        "the request body is larger than this server accepts".into(),
+                    )
+                } else {
+                    ApiError::BadRequest(rejection.body_text())
+                }
+            })?;
+        // Every body of this API is a JSON object. serde's derived structs would also
+        // take an array of field values, which no schema of ours allows.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::BadRequest(
+                "the body must be a JSON object".into(),
+            ));
+        }
+        match axum::Json::<T>::from_bytes(&bytes) {
             Ok(axum::Json(v)) => Ok(ApiJson(v)),
             Err(rejection) => Err(json_rejection(rejection)),
         }
     }
+}
+
+/// Whether the request says its body is JSON (`application/json` or `…+json`).
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 fn json_rejection(rejection: JsonRejection) -> ApiError {

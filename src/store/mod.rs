@@ -552,8 +552,10 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// The latest submit or start time among a site's jobs (one index probe per
     /// queue): the instant an archive's answers speak for.
-    fn site_last_event(&self, site_id: i64)
-    -> impl Future<Output = StoreResult<Option<i64>>> + Send;
+    fn site_last_event(
+        &self,
+        site_id: i64,
+    ) -> impl Future<Output = StoreResult<Option<i64>>> + Send;
 
     /// Every queue of a site with counts over its jobs, by name.
     fn queue_stats(

@@ -529,3 +529,45 @@ async fn text_a_backend_cannot_hold_is_a_client_error() {
         .await;
     assert!(res.status.as_u16() < 500, "{} {}", res.status, res.text());
 }
+
+#[tokio::test]
+async fn bodies_must_be_json_objects() {
+    let app = TestApp::new().await;
+    let admin = app.token("ops", Scope::Admin).await;
+    // serde would read `[]` as a site with every field defaulted; the schema says object.
+    let p = app
+        .raw(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            "application/json",
+            " []".into(),
+        )
+        .await
+        .problem(400);
+    assert!(p["detail"].as_str().unwrap().contains("JSON object"), "{p}");
+    app.raw(
+        "POST",
+        "/v1/sites/live1/jobs",
+        Some(&admin),
+        "application/json",
+        "[[]]".into(),
+    )
+    .await
+    .problem(400);
+    let res = app
+        .raw(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            "application/problem+json; charset=utf-8",
+            "{}".into(),
+        )
+        .await;
+    assert_eq!(
+        res.status,
+        200,
+        "+json media types are JSON: {}",
+        res.text()
+    );
+}
