@@ -280,6 +280,61 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     }
 }
 
+/// A deserializer that reads structs only from JSON objects. serde's derived structs
+/// also accept an array of field values (`["7", "batch", …]`), which no schema of this
+/// API allows; asking for a map instead of a struct makes such input an error, at any
+/// depth. Request structs use it through [`object_only`].
+pub struct MapOnly<D>(pub D);
+
+impl<'de, D: serde::Deserializer<'de>> serde::Deserializer<'de> for MapOnly<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_any(v)
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(v)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+        byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+        identifier ignored_any
+    }
+}
+
+/// Implements `Deserialize` for a request struct declared with
+/// `#[serde(remote = "Self")]`, reading it only from a JSON object ([`MapOnly`]).
+macro_rules! object_only {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                <$ty>::deserialize($crate::http::params::MapOnly(d))
+            }
+        }
+    )+};
+}
+pub(crate) use object_only;
+
+/// Implements `Serialize` for a struct declared with `#[serde(remote = "Self")]` (the
+/// OpenAPI schema shows request defaults by serialising them).
+macro_rules! serialize_remote {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                <$ty>::serialize(self, s)
+            }
+        }
+    )+};
+}
+pub(crate) use serialize_remote;
+
 /// `axum::extract::Query` whose rejections are problem+json.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiQuery<T>(pub T);

@@ -10,7 +10,8 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::{Admin, Authorized, Ingest, ReadAccess};
 use super::error::{ApiError, ApiResult, Problem};
 use super::params::{
-    ApiJson, ApiPath, ApiQuery, Fields, format_time, format_walltime, positive, timestamp, walltime,
+    ApiJson, ApiPath, ApiQuery, Fields, format_time, format_walltime, object_only, positive,
+    serialize_remote, timestamp, walltime,
 };
 use crate::service::{AppState, check_name};
 use crate::store::{
@@ -240,7 +241,7 @@ impl DurationIn {
 
 /// A queue to create or update.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct QueueIn {
     /// The queue's name: letters, digits, '.', '_' or '-'.
     #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
@@ -254,7 +255,7 @@ pub struct QueueIn {
 
 /// A live site to create, with queues to add or update.
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct SiteIn {
     /// Free text about the machine.
     pub description: String,
@@ -266,7 +267,7 @@ pub struct SiteIn {
 
 /// One job record from a scheduler.
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct JobIn {
     /// The scheduler's job id (unique per site).
     #[schema(min_length = 1, max_length = 128)]
@@ -295,11 +296,14 @@ pub struct JobIn {
 
 /// A batch of job records.
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct JobsIn {
     /// The records, in the order the scheduler reported them.
     pub jobs: Vec<JobIn>,
 }
+
+object_only!(SiteIn, QueueIn, JobIn, JobsIn);
+serialize_remote!(SiteIn, QueueIn);
 
 /// What an ingest did.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -555,6 +555,17 @@ async fn bodies_must_be_json_objects() {
     )
     .await
     .problem(400);
+    // Nested too: a queue written as an array of its field values.
+    let p = app
+        .json(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            &json!({"queues": [["batch"]]}),
+        )
+        .await
+        .problem(400);
+    assert_eq!(p["errors"][0]["field"], "queues[0]", "{p}");
     let res = app
         .raw(
             "PUT",
