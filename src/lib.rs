@@ -6,11 +6,19 @@
 //! - [`sim`]: the batch-scheduler simulator and workload models — pure computation.
 //! - [`trace`]: workload trace formats (SWF).
 //! - [`sources`]: schedulers we read job records from (Slurm's REST API).
+//! - [`store`]: storage (SQLite and PostgreSQL) — the only module that speaks SQL.
+//! - [`http`]: the REST API (axum, utoipa) — the only module that knows HTTP.
+//! - [`config`]: the service configuration (TOML layered with environment and flags).
+//! - [`service`]: configuration, tokens, import and start-up wiring of the service.
 //! - [`cli`]: the `qbets` subcommands; `src/main.rs` only parses and dispatches.
 
 pub mod cli;
+pub mod config;
 pub mod engine;
+pub mod http;
 pub mod plan;
+pub mod service;
 pub mod sim;
 pub mod sources;
+pub mod store;
 pub mod trace;

@@ -3,6 +3,11 @@
 //!
 //! May import: anything the subcommand needs; the layers below stay pure.
 
+pub mod default_config;
+pub mod import;
+pub mod migrate;
 pub mod progress;
 pub mod replay;
+pub mod serve;
 pub mod simulate;
+pub mod token;

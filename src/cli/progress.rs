@@ -21,3 +21,19 @@ pub fn bar(total: u64, what: &str) -> ProgressBar {
     );
     pb
 }
+
+/// Reads a whole SWF trace (plain or gzipped), drawing a bar over the file's bytes.
+pub fn read_swf(path: &std::path::Path) -> anyhow::Result<crate::trace::swf::SwfTrace> {
+    use anyhow::Context;
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("{}: cannot open", path.display()))?
+        .len();
+    let pb = bar(len, "bytes");
+    pb.set_message("reading");
+    let counted = pb.clone();
+    let input = crate::trace::swf::open(path, move |f| counted.wrap_read(f))?;
+    let trace = crate::trace::swf::SwfTrace::read(input)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    pb.finish_and_clear();
+    Ok(trace)
+}

@@ -17,7 +17,7 @@ use crate::engine::replay::{MethodScore, ReplayOptions, replay_on_machine};
 use crate::engine::{
     Attribute, AvailRule, AvailScope, Config, Features, JobRecord, JobShape, Method,
 };
-use crate::trace::swf::{self, QueueField, SwfRecord, SwfTrace};
+use crate::trace::swf::{QueueField, SwfRecord, SwfTrace};
 
 /// Malformed lines printed on stderr before the rest are only counted.
 const BAD_LINES_SHOWN: usize = 20;
@@ -299,16 +299,7 @@ pub fn run(args: Args) -> Result<()> {
 /// counted) and refusing a trace without a single job. `qbets simulate` reads its
 /// traces the same way.
 pub(crate) fn read_trace(path: &Path) -> Result<SwfTrace> {
-    let len = std::fs::metadata(path)
-        .with_context(|| format!("{}: cannot open", path.display()))?
-        .len();
-    let pb = progress::bar(len, "bytes");
-    pb.set_message("reading");
-    let pb2 = pb.clone();
-    let input = swf::open(path, move |f| pb2.wrap_read(f))?;
-    let trace =
-        SwfTrace::read(input).with_context(|| format!("{}: cannot read", path.display()))?;
-    pb.finish_and_clear();
+    let trace = progress::read_swf(path)?;
     for e in trace.bad.iter().take(BAD_LINES_SHOWN) {
         eprintln!("{}:{}: {} (line skipped)", path.display(), e.line, e.reason);
     }

@@ -1,8 +1,15 @@
 //! The one integration test binary of qbets (STYLE.md); each module tests one part of
 //! the system through its public interface, against real services where the part has
 //! one. Trace tests read the Parallel Workloads Archive traces from `$QBETS_TRACES` and
-//! fail when a trace is missing.
+//! fail when a trace is missing. The store and HTTP tests run on a fresh database each
+//! (`support::TestDb`: SQLite, or PostgreSQL when `TEST_DATABASE_URL` is set).
 
+mod http_api;
+mod import_trace;
+mod openapi;
+mod predictors;
 mod replay;
 mod sim;
 mod slurm;
+mod store_story;
+mod support;

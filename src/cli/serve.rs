@@ -1,0 +1,154 @@
+//! `qbets serve`: opens the store (applying migrations), rebuilds the live predictors
+//! from it, and serves the HTTP API until SIGINT/SIGTERM. Also the configuration,
+//! logging and runtime set-up the other service subcommands share.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::config::{Config, Overrides};
+use crate::service::{AppState, Predictors, SystemClock};
+use crate::store::{Store, StoreTask, redact_url, with_store};
+
+/// Where the service's settings come from (shared by every service subcommand).
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
+    /// The store: sqlite://FILE (default sqlite://qbets.db, created on first start) or
+    /// postgres://USER:PASSWORD@HOST/DB. Also DATABASE_URL.
+    #[arg(long, value_name = "URL", global = true)]
+    pub database_url: Option<String>,
+    /// A TOML configuration file (see `qbets default-config`).
+    #[arg(long, value_name = "FILE", env = "QBETS_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+/// `qbets serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (default 127.0.0.1:8080). Also QBETS_LISTEN.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Where the store and configuration are.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Start a live simulated demo site (not available yet: issue 4, part 2).
+    #[arg(long)]
+    pub demo: bool,
+}
+
+/// Loads the configuration from every layer, flags last.
+pub fn load_config(store: &StoreArgs, listen: Option<SocketAddr>) -> anyhow::Result<Config> {
+    Ok(Config::load(
+        store.config.as_deref(),
+        |k| std::env::var(k).ok(),
+        &Overrides {
+            listen,
+            database_url: store.database_url.clone(),
+        },
+    )?)
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` or else the configuration.
+pub fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log.filter));
+    // A second initialisation (tests) is harmless; ignore it.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        // Colours only for a person at a terminal, not in log files and journals.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The multi-threaded runtime the service subcommands run on.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Runs `qbets serve`.
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.demo {
+        eprintln!(
+            "qbets serve --demo: the live demo site is not available yet (it needs the \
+             QBETS engine and the simulator, issue 4 part 2); run `qbets serve` and \
+             `qbets import --site NAME TRACE.swf.gz` instead"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let config = load_config(&args.store, args.listen)?;
+    init_logging(&config);
+    let url = config.database_url.clone();
+    runtime()?.block_on(async move {
+        with_store(&url, Serve { config })
+            .await
+            .with_context(|| format!("cannot open the store at {}", redact_url(&url)))?
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Serve {
+    config: Config,
+}
+
+impl StoreTask for Serve {
+    type Output = anyhow::Result<()>;
+
+    async fn run<S: Store>(self, store: S) -> anyhow::Result<()> {
+        let total = Predictors::rebuild_size(&store).await?;
+        let bar = super::progress::bar(total, "jobs");
+        bar.set_message("rebuilding predictors");
+        let (predictors, report) = Predictors::rebuild(&store, |n| bar.inc(n)).await?;
+        bar.finish_and_clear();
+        tracing::info!(
+            queues = report.queues,
+            jobs = report.jobs,
+            duration_ms = report.elapsed.as_secs_f64() * 1e3,
+            jobs_per_s = report.jobs_per_s().round(),
+            "predictors rebuilt from the store"
+        );
+        let listen = self.config.listen;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        tracing::info!(
+            addr = %listener.local_addr()?,
+            backend = store.backend(),
+            database = %redact_url(&self.config.database_url),
+            "serving the API (docs at /docs)"
+        );
+        let state = AppState::new(store, self.config, predictors, Arc::new(SystemClock));
+        crate::http::serve(listener, state, shutdown_signal()).await?;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM (`docker stop`, systemd).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down");
+}

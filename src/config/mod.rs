@@ -1,0 +1,361 @@
+//! The service's configuration: TOML layered built-in defaults → file → environment →
+//! command-line flags. The commented example (`example.toml`, embedded, printed by
+//! `qbets default-config`) shows every setting with its default, and a test checks that
+//! it parses back to exactly [`Config::default`].
+//!
+//! May import: std, serde, toml. Secrets (a password in the database URL) never appear
+//! in `Debug` output.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::{DEFAULT_DATABASE_URL, redact_url};
+
+/// The commented example configuration, with every default.
+pub const EXAMPLE: &str = include_str!("example.toml");
+
+/// Everything `qbets serve` (and the other subcommands) can be told.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP API listens on.
+    pub listen: SocketAddr,
+    /// The store: `sqlite://FILE` or `postgres://…`.
+    pub database_url: String,
+    /// HTTP settings.
+    pub http: HttpConfig,
+    /// Logging.
+    pub log: LogConfig,
+    /// Trace import.
+    pub import: ImportConfig,
+}
+
+/// HTTP settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Whether GET requests are answered without a token.
+    pub public_reads: bool,
+    /// Origins allowed by CORS; `["*"]` for any, empty for none.
+    pub cors_origins: Vec<String>,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+/// Logging settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// tracing `EnvFilter` directives; `RUST_LOG` wins when set.
+    pub filter: String,
+}
+
+/// Import settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImportConfig {
+    /// Jobs written per transaction or statement.
+    pub batch_size: usize,
+}
+
+const fn default_listen() -> SocketAddr {
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080)
+}
+const fn default_public_reads() -> bool {
+    true
+}
+const fn default_max_body_bytes() -> usize {
+    1 << 20
+}
+const fn default_batch_size() -> usize {
+    10_000
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            database_url: DEFAULT_DATABASE_URL.to_string(),
+            http: HttpConfig::default(),
+            log: LogConfig::default(),
+            import: ImportConfig::default(),
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            public_reads: default_public_reads(),
+            cors_origins: Vec::new(),
+            max_body_bytes: default_max_body_bytes(),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            filter: "info".to_string(),
+        }
+    }
+}
+
+impl Default for ImportConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: default_batch_size(),
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("http", &self.http)
+            .field("log", &self.log)
+            .field("import", &self.import)
+            .finish()
+    }
+}
+
+/// Why the configuration could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for [`Config`] (the message names the key).
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// An environment variable holds a value its setting cannot take.
+    #[error("environment variable {name}={value:?}: {reason}")]
+    Env {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A setting breaks a rule its type cannot state.
+    #[error("invalid setting {field}: {reason}")]
+    Invalid {
+        /// The setting, as a TOML path.
+        field: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+}
+
+/// Overrides from the command line (each `None` leaves the lower layers' value).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<SocketAddr>,
+    /// `--database-url`.
+    pub database_url: Option<String>,
+}
+
+impl Config {
+    /// Parses TOML text (a file's contents); `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Builds the configuration from every layer: defaults, the file (if any), the
+    /// environment (read through `env`, so tests need not touch the process's), then
+    /// the flags.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+        flags: &Overrides,
+    ) -> Result<Self, ConfigError> {
+        let mut config = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                Self::from_toml(&text, &path.display().to_string())?
+            }
+            None => Self::default(),
+        };
+        config.apply_env(env)?;
+        if let Some(listen) = flags.listen {
+            config.listen = listen;
+        }
+        if let Some(url) = &flags.database_url {
+            config.database_url = url.clone();
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The environment layer. `QBETS_DATABASE_URL` wins over the conventional
+    /// `DATABASE_URL`.
+    fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        fn parsed<T: std::str::FromStr>(name: &'static str, value: String) -> Result<T, ConfigError>
+        where
+            T::Err: fmt::Display,
+        {
+            value.trim().parse().map_err(|e: T::Err| ConfigError::Env {
+                name,
+                value: value.clone(),
+                reason: e.to_string(),
+            })
+        }
+        let get = |name: &str| env(name).filter(|v| !v.is_empty());
+        if let Some(v) = get("QBETS_LISTEN") {
+            self.listen = parsed("QBETS_LISTEN", v)?;
+        }
+        if let Some(v) = get("QBETS_DATABASE_URL").or_else(|| get("DATABASE_URL")) {
+            self.database_url = v;
+        }
+        if let Some(v) = get("QBETS_PUBLIC_READS") {
+            self.http.public_reads = parsed("QBETS_PUBLIC_READS", v)?;
+        }
+        if let Some(v) = get("QBETS_CORS_ORIGINS") {
+            self.http.cors_origins = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+        }
+        if let Some(v) = get("QBETS_MAX_BODY_BYTES") {
+            self.http.max_body_bytes = parsed("QBETS_MAX_BODY_BYTES", v)?;
+        }
+        Ok(())
+    }
+
+    /// Checks what types alone cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::store::Backend::from_url(&self.database_url).map_err(|e| ConfigError::Invalid {
+            field: "database_url",
+            reason: e.to_string(),
+        })?;
+        if self.http.max_body_bytes == 0 {
+            return Err(ConfigError::Invalid {
+                field: "http.max_body_bytes",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.import.batch_size == 0 {
+            return Err(ConfigError::Invalid {
+                field: "import.batch_size",
+                reason: "must be at least 1".into(),
+            });
+        }
+        for origin in &self.http.cors_origins {
+            if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {
+                return Err(ConfigError::Invalid {
+                    field: "http.cors_origins",
+                    reason: format!("{origin:?} is neither \"*\" nor an http(s) origin"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn the_example_parses_back_to_the_defaults() {
+        let parsed = Config::from_toml(EXAMPLE, "example.toml").unwrap();
+        assert_eq!(parsed, Config::default());
+        // And it documents every setting: serialising the defaults adds no key the
+        // example lacks.
+        let defaults = toml::to_string(&Config::default()).unwrap();
+        for line in defaults.lines().filter(|l| l.contains(" = ")) {
+            let key = line.split(" = ").next().unwrap();
+            assert!(
+                EXAMPLE.lines().any(|l| l.starts_with(&format!("{key} = "))),
+                "example.toml lacks {key}"
+            );
+        }
+    }
+
+    #[test]
+    fn layers_apply_in_order_defaults_file_env_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("qbets.toml");
+        std::fs::write(
+            &file,
+            "listen = \"0.0.0.0:9000\"\ndatabase_url = \"sqlite://file.db\"\n[http]\npublic_reads = false\n",
+        )
+        .unwrap();
+        let env: HashMap<&str, &str> = [
+            ("DATABASE_URL", "postgres://u:pw@h/db"),
+            ("QBETS_CORS_ORIGINS", "https://a.example, https://b.example"),
+        ]
+        .into();
+        let get = |k: &str| env.get(k).map(|v| v.to_string());
+        let c = Config::load(Some(&file), get, &Overrides::default()).unwrap();
+        assert_eq!(c.listen.to_string(), "0.0.0.0:9000");
+        assert_eq!(c.database_url, "postgres://u:pw@h/db");
+        assert!(!c.http.public_reads);
+        assert_eq!(
+            c.http.cors_origins,
+            vec!["https://a.example", "https://b.example"]
+        );
+        let flags = Overrides {
+            listen: Some("127.0.0.1:1".parse().unwrap()),
+            database_url: Some("sqlite://flag.db".into()),
+        };
+        let c = Config::load(Some(&file), get, &flags).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:1");
+        assert_eq!(c.database_url, "sqlite://flag.db");
+        // The password stays out of Debug output.
+        let c = Config::load(None, get, &Overrides::default()).unwrap();
+        assert!(!format!("{c:?}").contains("pw"), "{c:?}");
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = Config::from_toml("[http]\npublic_read = true\n", "x.toml").unwrap_err();
+        assert!(e.to_string().contains("unknown field `public_read`"), "{e}");
+        let e = Config::from_toml("listen = \"nowhere\"\n", "x.toml").unwrap_err();
+        assert!(e.to_string().starts_with("x.toml: "), "{e}");
+        let env = |k: &str| (k == "QBETS_PUBLIC_READS").then(|| "maybe".to_string());
+        let e = Config::load(None, env, &Overrides::default()).unwrap_err();
+        assert!(e.to_string().contains("QBETS_PUBLIC_READS"), "{e}");
+        let flags = Overrides {
+            database_url: Some("mysql://x".into()),
+            ..Default::default()
+        };
+        let e = Config::load(None, no_env, &flags).unwrap_err();
+        assert!(e.to_string().contains("database_url"), "{e}");
+        let e = Config::from_toml("[http]\ncors_origins = [\"portal\"]\n", "x")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("cors_origins"), "{e}");
+    }
+}

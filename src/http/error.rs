@@ -1,0 +1,212 @@
+//! The one error type of the HTTP layer and its RFC 9457 `application/problem+json`
+//! body. Every error a handler or extractor can meet becomes an [`ApiError`]; only
+//! server faults are 5xx, and their detail is logged once here and hidden from the
+//! client.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::store::{Scope, StoreError};
+
+/// The media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// An RFC 9457 problem details object.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, ToSchema)]
+#[schema(example = json!({
+    "type": "urn:qbets:problem:invalid-parameters",
+    "title": "Invalid parameters",
+    "status": 400,
+    "detail": "nodes: must be a whole number of at least 1, got \"0\"",
+    "errors": [{"field": "nodes", "detail": "must be a whole number of at least 1, got \"0\""}]
+}))]
+pub struct Problem {
+    /// A URI naming the kind of problem (`about:blank` for plain HTTP statuses).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Short summary of the kind of problem.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong with this request.
+    pub detail: String,
+    /// For invalid input: each offending field or parameter and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+}
+
+/// One offending field or parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+pub struct FieldError {
+    /// The parameter's name, or the JSON path of a body field (e.g. `jobs[2].submit`).
+    pub field: String,
+    /// Why its value was refused.
+    pub detail: String,
+}
+
+impl FieldError {
+    /// A refusal of `field` for `detail`.
+    pub fn new(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Everything that can go wrong answering a request.
+#[derive(Debug)]
+pub enum ApiError {
+    /// One or more parameters or body fields are invalid (400).
+    Invalid(Vec<FieldError>),
+    /// The request is malformed in a way no single field explains (400).
+    BadRequest(String),
+    /// No valid token was presented (401).
+    Unauthorized(&'static str),
+    /// The token lacks the scope this needs (403).
+    Forbidden(Scope),
+    /// No such site, queue or route (404).
+    NotFound(String),
+    /// The route exists but not for this method (405).
+    MethodNotAllowed,
+    /// The request conflicts with stored state (409).
+    Conflict(String),
+    /// The body is larger than the configured limit (413).
+    PayloadTooLarge(String),
+    /// The body is not JSON (415).
+    UnsupportedMediaType(String),
+    /// A dependency (the store) is unreachable (503); logged.
+    Unavailable(String),
+    /// A fault of ours (500); logged, hidden from the client.
+    Internal(String),
+}
+
+impl ApiError {
+    /// A 400 naming one field.
+    pub fn field(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        ApiError::Invalid(vec![FieldError::new(field, detail)])
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Invalid(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The problem body this error is shown as.
+    pub fn problem(&self) -> Problem {
+        let status = self.status();
+        let plain = |detail: String| Problem {
+            kind: "about:blank".into(),
+            title: status.canonical_reason().unwrap_or("Error").into(),
+            status: status.as_u16(),
+            detail,
+            errors: Vec::new(),
+        };
+        match self {
+            ApiError::Invalid(errors) => Problem {
+                kind: "urn:qbets:problem:invalid-parameters".into(),
+                title: "Invalid parameters".into(),
+                status: status.as_u16(),
+                detail: errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.field, e.detail))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                errors: errors.clone(),
+            },
+            ApiError::BadRequest(d)
+            | ApiError::NotFound(d)
+            | ApiError::Conflict(d)
+            | ApiError::PayloadTooLarge(d)
+            | ApiError::UnsupportedMediaType(d) => plain(d.clone()),
+            ApiError::Unauthorized(why) => plain((*why).to_string()),
+            ApiError::Forbidden(scope) => {
+                plain(format!("this needs a token with scope {scope} (or admin)"))
+            }
+            ApiError::MethodNotAllowed => plain("this route does not accept that method".into()),
+            ApiError::Unavailable(_) => plain("the store is unreachable; try again later".into()),
+            ApiError::Internal(_) => plain("internal error; it has been logged".into()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match &self {
+            // Logged once, here, where the fault turns into a response.
+            ApiError::Internal(detail) => tracing::error!(error = %detail, "request failed"),
+            ApiError::Unavailable(detail) => tracing::warn!(error = %detail, "store unavailable"),
+            _ => {}
+        }
+        let problem = self.problem();
+        let mut response = (self.status(), Json(problem)).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if matches!(self, ApiError::Unauthorized(_)) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"qbets\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict(m) => ApiError::Conflict(m),
+            StoreError::Invalid(m) => ApiError::BadRequest(m),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// Result of a handler.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_problems_name_every_field() {
+        let p = ApiError::Invalid(vec![
+            FieldError::new("nodes", "must be at least 1"),
+            FieldError::new("walltime", "not a duration"),
+        ])
+        .problem();
+        assert_eq!(p.status, 400);
+        assert_eq!(
+            p.detail,
+            "nodes: must be at least 1; walltime: not a duration"
+        );
+        assert_eq!(p.errors.len(), 2);
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["type"], "urn:qbets:problem:invalid-parameters");
+    }
+
+    #[test]
+    fn server_faults_hide_their_detail() {
+        let p = ApiError::Internal("password=hunter2 at db".into()).problem();
+        assert_eq!(p.status, 500);
+        assert!(!p.detail.contains("hunter2"));
+        let json = serde_json::to_value(ApiError::NotFound("x".into()).problem()).unwrap();
+        assert!(json.get("errors").is_none());
+        assert_eq!(json["title"], "Not Found");
+    }
+}

@@ -1,0 +1,209 @@
+//! The REST API: axum routes under `/v1`, operations endpoints, the OpenAPI document
+//! (utoipa), request metrics, body limit, CORS and problem+json errors.
+//!
+//! Each resource file exposes its router; [`router`] merges them and adds the layers.
+//! This is the only module that knows axum, tower and utoipa. May import: the service
+//! layer and the store's trait and domain types (never SQL).
+
+pub mod auth;
+pub mod error;
+pub mod ops;
+pub mod params;
+pub mod sites;
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{RefOr, Response as OaResponse};
+
+use crate::service::AppState;
+use crate::service::metrics::RequestLabels;
+use crate::store::Store;
+use error::{ApiError, FieldError, Problem};
+
+/// The OpenAPI description of every route.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "qbets",
+        description = "Bounds on batch-queue waits (QBETS) for HPC machines. Durations are \
+            seconds (walltimes also `[D-]HH:MM:SS`), times RFC 3339 UTC, errors RFC 9457 \
+            problem+json. Every answer says the instant it speaks for (`as_of`).",
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
+    ),
+    paths(
+        sites::list_sites,
+        sites::put_site,
+        sites::list_queues,
+        sites::list_waits,
+        sites::post_jobs,
+        ops::get_health,
+        ops::get_ready,
+        ops::get_metrics,
+        ops::get_openapi,
+    ),
+    components(schemas(Problem, FieldError)),
+    tags(
+        (name = "sites", description = "Sites, queues, waits and job records"),
+        (name = "operations", description = "Health, readiness, metrics and this document"),
+    ),
+    modifiers(&Conventions)
+)]
+pub struct ApiDoc;
+
+/// Adds what every operation shares: the bearer scheme, and problem+json answers for
+/// any 4XX and 5XX (as crates.io lists its error schema on every path).
+struct Conventions;
+
+impl utoipa::Modify for Conventions {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("A token made by `qbets token create`"))
+                    .build(),
+            ),
+        );
+        let problem = |what: &str| -> RefOr<OaResponse> {
+            RefOr::T(
+                utoipa::openapi::ResponseBuilder::new()
+                    .description(what)
+                    .content(
+                        error::PROBLEM_JSON,
+                        utoipa::openapi::ContentBuilder::new()
+                            .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        for item in doc.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let responses = &mut op.responses.responses;
+                responses
+                    .entry("4XX".into())
+                    .or_insert_with(|| problem("The request was refused (problem+json)"));
+                responses
+                    .entry("5XX".into())
+                    .or_insert_with(|| problem("The server failed (problem+json)"));
+            }
+        }
+    }
+}
+
+/// The OpenAPI document as pretty JSON (built once).
+pub fn openapi_json() -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let mut text = ApiDoc::openapi()
+            .to_pretty_json()
+            .expect("the OpenAPI document serialises");
+        text.push('\n');
+        text
+    })
+}
+
+/// The whole application: every resource's routes with the shared layers.
+pub fn router<S: Store>(state: AppState<S>) -> Router {
+    let http = &state.config.http;
+    Router::new()
+        .merge(sites::router())
+        .merge(ops::router())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(http.max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), track::<S>))
+        .layer(CatchPanicLayer::custom(panicked))
+        .layer(cors(&http.cors_origins))
+        .with_state(state)
+}
+
+/// Serves the application on `listener` until `shutdown` completes.
+pub async fn serve<S: Store>(
+    listener: tokio::net::TcpListener,
+    state: AppState<S>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {method} {}", uri.path()))
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    ApiError::Internal("a handler panicked".into()).into_response()
+}
+
+fn cors(origins: &[String]) -> CorsLayer {
+    let base = CorsLayer::new()
+        .allow_methods([Method::GET, Method::POST, Method::PUT])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]);
+    if origins.iter().any(|o| o == "*") {
+        base.allow_origin(AllowOrigin::any())
+    } else {
+        let list: Vec<HeaderValue> = origins
+            .iter()
+            .filter_map(|o| HeaderValue::from_str(o).ok())
+            .collect();
+        base.allow_origin(AllowOrigin::list(list))
+    }
+}
+
+/// Counts and times every request by route template and status, and logs it.
+async fn track<S: Store>(State(state): State<AppState<S>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let response = next.run(req).await;
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    tracing::debug!(
+        method = %method,
+        route = %route,
+        status,
+        duration_ms = elapsed.as_secs_f64() * 1e3,
+        "request"
+    );
+    state.metrics.observe_request(
+        RequestLabels {
+            method,
+            route,
+            status,
+        },
+        elapsed.as_secs_f64(),
+    );
+    response
+}

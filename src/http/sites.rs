@@ -1,0 +1,660 @@
+//! Sites, their queues, the waits of their jobs, and the ingest of job records:
+//! `/v1/sites…`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::auth::{Admin, Authorized, Ingest, ReadAccess};
+use super::error::{ApiError, ApiResult, Problem};
+use super::params::{
+    ApiJson, ApiPath, ApiQuery, Fields, format_time, format_walltime, object_only, positive,
+    serialize_remote, timestamp, walltime,
+};
+use crate::service::{AppState, check_name};
+use crate::store::{
+    Job, JobState, NewJob, NewQueue, NewSite, Queue, QueueStats, Site, SiteKind, StartWindow,
+    Store, last_event,
+};
+
+/// The routes of this resource.
+pub fn router<S: Store>() -> Router<AppState<S>> {
+    Router::new()
+        .route("/v1/sites", get(list_sites::<S>))
+        .route("/v1/sites/{site}", axum::routing::put(put_site::<S>))
+        .route("/v1/sites/{site}/queues", get(list_queues::<S>))
+        .route(
+            "/v1/sites/{site}/queues/{queue}/waits",
+            get(list_waits::<S>),
+        )
+        .route("/v1/sites/{site}/jobs", post(post_jobs::<S>))
+}
+
+/// The schema of a [`SiteKind`] (the store's type, serialised by its own serde).
+fn site_kind_schema() -> utoipa::openapi::Object {
+    names_schema(
+        "`archive`: imported from a trace, answers speak for its last record; \
+         `live`: fed by a scheduler, answers speak for now",
+        [SiteKind::Archive, SiteKind::Live].map(SiteKind::as_str),
+    )
+}
+
+/// The schema of a [`JobState`].
+fn job_state_schema() -> utoipa::openapi::Object {
+    names_schema(
+        "Where the job is in its life",
+        JobState::ALL.map(JobState::as_str),
+    )
+}
+
+fn names_schema<const N: usize>(what: &str, names: [&str; N]) -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .description(Some(what))
+        .enum_values(Some(names))
+        .build()
+}
+
+/// A site.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SiteView {
+    /// The site's name, as used in URLs.
+    pub name: String,
+    /// Archive (from a trace) or live.
+    #[schema(schema_with = site_kind_schema)]
+    pub kind: SiteKind,
+    /// Free text, e.g. the installation and machine from a trace header.
+    pub description: String,
+    /// IANA time zone of the machine, when known.
+    pub time_zone: Option<String>,
+    /// When the site was created in this service (RFC 3339, UTC).
+    #[schema(format = DateTime)]
+    pub created: String,
+    /// Number of queues.
+    pub queues: i64,
+    /// Number of stored jobs.
+    pub jobs: i64,
+    /// The instant this site's answers speak for: its last record (archive) or now (live).
+    #[schema(format = DateTime)]
+    pub as_of: String,
+}
+
+/// Every site.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SitesResponse {
+    /// By name.
+    pub sites: Vec<SiteView>,
+}
+
+/// A queue of a site.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueueView {
+    /// The queue's name, as used in URLs.
+    pub name: String,
+    /// Longest walltime the queue accepts, in seconds, when known.
+    pub max_walltime_s: Option<i64>,
+    /// The same as `[D-]HH:MM:SS`.
+    pub max_walltime: Option<String>,
+    /// Most nodes a job may ask for, when known.
+    pub max_nodes: Option<i64>,
+    /// Jobs whose wait is known (they have started): the history bounds are drawn from.
+    pub history_size: i64,
+    /// Stored jobs, started or not.
+    pub jobs: i64,
+    /// Latest start (release from the queue), RFC 3339.
+    #[schema(format = DateTime)]
+    pub last_release: Option<String>,
+    /// Latest submission, RFC 3339.
+    #[schema(format = DateTime)]
+    pub last_submit: Option<String>,
+}
+
+/// The queues of a site.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueuesResponse {
+    /// The site's name.
+    pub site: String,
+    /// The instant these answers speak for.
+    #[schema(format = DateTime)]
+    pub as_of: String,
+    /// By name.
+    pub queues: Vec<QueueView>,
+}
+
+/// Parameters of `…/waits`. Times are RFC 3339; the window is `[since, until)`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WaitsQuery {
+    /// Start of the window (default: `until` minus one day).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub since: Option<String>,
+    /// End of the window, exclusive (default: just after the site's `as_of`).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub until: Option<String>,
+    /// Most jobs returned, 1 to 10000 (default 1000).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 10000)]
+    pub limit: Option<String>,
+}
+
+/// Default and largest `limit` of `…/waits`.
+const WAITS_LIMIT: (i64, i64) = (1_000, 10_000);
+
+/// One job that started in the window.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WaitView {
+    /// The scheduler's job id.
+    pub job_id: String,
+    /// When the job was submitted.
+    #[schema(format = DateTime)]
+    pub submit: String,
+    /// When the job started.
+    #[schema(format = DateTime)]
+    pub start: String,
+    /// Seconds from submission to start.
+    pub wait_s: i64,
+    /// Requested nodes (or processors), when known.
+    pub nodes: Option<i64>,
+    /// Requested walltime in seconds, when known.
+    pub walltime_s: Option<i64>,
+    /// The same as `[D-]HH:MM:SS`.
+    pub walltime: Option<String>,
+    /// Where the job is in its life.
+    #[schema(schema_with = job_state_schema)]
+    pub state: JobState,
+    /// The bound predicted when the job was submitted (null until predicted).
+    pub bound_s: Option<i64>,
+    /// That prediction's status (`ok`, `insufficient_history`, `maybe_down`).
+    pub bound_status: Option<String>,
+}
+
+/// Jobs of a queue that started in a window.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WaitsResponse {
+    /// The site's name.
+    pub site: String,
+    /// The queue's name.
+    pub queue: String,
+    /// Start of the window (inclusive).
+    #[schema(format = DateTime)]
+    pub since: String,
+    /// End of the window (exclusive).
+    #[schema(format = DateTime)]
+    pub until: String,
+    /// The instant the site's answers speak for.
+    #[schema(format = DateTime)]
+    pub as_of: String,
+    /// Whether the window held more jobs than `limit`.
+    pub truncated: bool,
+    /// By start time.
+    pub jobs: Vec<WaitView>,
+}
+
+/// A duration: whole seconds, or text in Slurm's `[D-]HH:MM:SS` forms.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum DurationIn {
+    /// Whole seconds.
+    Seconds(i64),
+    /// Slurm's `[D-]HH:MM:SS` forms.
+    Text(String),
+}
+
+/// Slurm's duration forms: `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS` (and
+/// plain seconds).
+const DURATION_PATTERN: &str =
+    "^([0-9]{1,9}-[0-9]{1,2}(:[0-9]{1,2}){0,2}|[0-9]{1,9}(:[0-9]{1,2}){0,2})$";
+
+impl utoipa::PartialSchema for DurationIn {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .description(Some(
+                "Whole seconds, or Slurm's [D-]HH:MM:SS forms (MM:SS, D-HH, D-HH:MM too)",
+            ))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(1))
+                    .maximum(Some(super::params::MAX_DURATION_S)),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(DURATION_PATTERN)),
+            )
+            .into()
+    }
+}
+
+impl ToSchema for DurationIn {}
+
+impl DurationIn {
+    fn seconds(&self) -> Result<i64, String> {
+        match self {
+            DurationIn::Seconds(s) => walltime(&s.to_string()),
+            DurationIn::Text(t) => walltime(t),
+        }
+    }
+}
+
+/// A queue to create or update.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct QueueIn {
+    /// The queue's name: letters, digits, '.', '_' or '-'.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    pub name: String,
+    /// Longest walltime accepted.
+    pub max_walltime: Option<DurationIn>,
+    /// Most nodes a job may ask for.
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub max_nodes: Option<i64>,
+}
+
+/// A live site to create, with queues to add or update.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
+pub struct SiteIn {
+    /// Free text about the machine.
+    pub description: String,
+    /// IANA time zone, e.g. `Europe/Paris`.
+    pub time_zone: Option<String>,
+    /// Queues to create, or whose limits to update.
+    pub queues: Vec<QueueIn>,
+}
+
+/// One job record from a scheduler.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct JobIn {
+    /// The scheduler's job id (unique per site).
+    #[schema(min_length = 1, max_length = 128)]
+    pub job_id: String,
+    /// The queue's name (created when new).
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    pub queue: String,
+    /// When the job was submitted.
+    #[schema(format = DateTime)]
+    pub submit: String,
+    /// When it started; absent while pending.
+    #[schema(format = DateTime)]
+    pub start: Option<String>,
+    /// When it ended; absent until then.
+    #[schema(format = DateTime)]
+    pub end: Option<String>,
+    /// Requested nodes (or processors).
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub nodes: Option<i64>,
+    /// Requested walltime.
+    pub walltime: Option<DurationIn>,
+    /// Where the job is in its life.
+    #[schema(schema_with = job_state_schema)]
+    pub state: JobState,
+}
+
+/// A batch of job records.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct JobsIn {
+    /// The records, in the order the scheduler reported them.
+    pub jobs: Vec<JobIn>,
+}
+
+object_only!(SiteIn, QueueIn, JobIn, JobsIn);
+serialize_remote!(SiteIn, QueueIn);
+
+/// What an ingest did.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct JobsOut {
+    /// Records in the request.
+    pub received: usize,
+    /// Records that were new or changed a stored job (the rest were already known).
+    pub changed: usize,
+}
+
+async fn find_site<S: Store>(state: &AppState<S>, name: &str) -> ApiResult<Site> {
+    state
+        .store
+        .site(name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no site named {name:?}")))
+}
+
+async fn find_queue<S: Store>(state: &AppState<S>, site: &Site, name: &str) -> ApiResult<Queue> {
+    state.store.queue(site.id, name).await?.ok_or_else(|| {
+        ApiError::NotFound(format!("site {:?} has no queue named {name:?}", site.name))
+    })
+}
+
+/// A site's queues with their counts, as of the site's instant.
+async fn queues_response<S: Store>(
+    state: &AppState<S>,
+    site: Site,
+) -> ApiResult<axum::Json<QueuesResponse>> {
+    let stats = state.store.queue_stats(site.id).await?;
+    Ok(axum::Json(QueuesResponse {
+        as_of: format_time(state.as_of(&site, last_event(&stats))),
+        site: site.name,
+        queues: stats.into_iter().map(queue_view).collect(),
+    }))
+}
+
+fn queue_view(q: QueueStats) -> QueueView {
+    QueueView {
+        max_walltime: q.queue.max_walltime_s.map(format_walltime),
+        name: q.queue.name,
+        max_walltime_s: q.queue.max_walltime_s,
+        max_nodes: q.queue.max_nodes,
+        history_size: q.started,
+        jobs: q.jobs,
+        last_release: q.last_release.map(format_time),
+        last_submit: q.last_submit.map(format_time),
+    }
+}
+
+fn wait_view(j: Job) -> Option<WaitView> {
+    let start = j.start_time?;
+    Some(WaitView {
+        wait_s: start - j.submit_time,
+        submit: format_time(j.submit_time),
+        start: format_time(start),
+        walltime: j.walltime_s.map(format_walltime),
+        job_id: j.job_id,
+        nodes: j.nodes,
+        walltime_s: j.walltime_s,
+        state: j.state,
+        bound_s: j.bound_s,
+        bound_status: j.bound_status,
+    })
+}
+
+/// Every site.
+#[utoipa::path(
+    get, path = "/v1/sites", tag = "sites", operation_id = "list_sites",
+    responses((status = 200, description = "Every site, by name", body = SitesResponse))
+)]
+pub async fn list_sites<S: Store>(
+    _caller: ReadAccess,
+    State(state): State<AppState<S>>,
+) -> ApiResult<axum::Json<SitesResponse>> {
+    let sites = state
+        .store
+        .sites()
+        .await?
+        .into_iter()
+        .map(|s| SiteView {
+            as_of: format_time(state.as_of(&s.site, s.last_event)),
+            name: s.site.name,
+            kind: s.site.kind,
+            description: s.site.description,
+            time_zone: s.site.time_zone,
+            created: format_time(s.site.created_at),
+            queues: s.queues,
+            jobs: s.jobs,
+        })
+        .collect();
+    Ok(axum::Json(SitesResponse { sites }))
+}
+
+/// Creates a live site, or adds and updates queues of an existing live one.
+#[utoipa::path(
+    put, path = "/v1/sites/{site}", tag = "sites", operation_id = "put_site",
+    params(("site" = String, Path, description = "Site name: letters, digits, '.', '_', '-'")),
+    request_body = SiteIn,
+    responses(
+        (status = 200, description = "The site's queues after the change", body = QueuesResponse),
+        (status = 409, description = "The site is an archive", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn put_site<S: Store>(
+    _caller: Authorized<Admin>,
+    State(state): State<AppState<S>>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<SiteIn>,
+) -> ApiResult<axum::Json<QueuesResponse>> {
+    let mut fields = Fields::new();
+    if let Err(e) = check_name(&name) {
+        fields.refuse("site", e);
+    }
+    let mut queues = Vec::new();
+    for (i, q) in body.queues.iter().enumerate() {
+        if let Err(e) = check_name(&q.name) {
+            fields.refuse(&format!("queues[{i}].name"), e);
+        }
+        let max_walltime_s = q.max_walltime.as_ref().and_then(|w| {
+            w.seconds()
+                .map_err(|e| fields.refuse(&format!("queues[{i}].max_walltime"), e))
+                .ok()
+        });
+        let max_nodes = q.max_nodes.and_then(|n| {
+            positive(&n.to_string(), super::params::MAX_NODES)
+                .map_err(|e| fields.refuse(&format!("queues[{i}].max_nodes"), e))
+                .ok()
+        });
+        queues.push(NewQueue {
+            name: q.name.clone(),
+            max_walltime_s,
+            max_nodes,
+        });
+    }
+    fields.finish()?;
+    let site = state
+        .store
+        .upsert_site(&NewSite {
+            name: name.clone(),
+            kind: SiteKind::Live,
+            description: body.description,
+            time_zone: body.time_zone,
+        })
+        .await?;
+    if site.kind != SiteKind::Live {
+        return Err(ApiError::Conflict(format!(
+            "site {name:?} is an archive imported from a trace; live sites need another name"
+        )));
+    }
+    for q in &queues {
+        state.store.upsert_queue(site.id, q).await?;
+    }
+    queues_response(&state, site).await
+}
+
+/// The queues of a site, with their limits and history.
+#[utoipa::path(
+    get, path = "/v1/sites/{site}/queues", tag = "sites", operation_id = "list_queues",
+    params(("site" = String, Path, description = "Site name")),
+    responses(
+        (status = 200, description = "The site's queues, by name", body = QueuesResponse),
+        (status = 404, description = "No such site", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_queues<S: Store>(
+    _caller: ReadAccess,
+    State(state): State<AppState<S>>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<axum::Json<QueuesResponse>> {
+    let site = find_site(&state, &name).await?;
+    queues_response(&state, site).await
+}
+
+/// The jobs of a queue that started in a window, with their waits and the bound that
+/// was predicted at their submission — for charts and audits.
+#[utoipa::path(
+    get, path = "/v1/sites/{site}/queues/{queue}/waits", tag = "sites", operation_id = "list_waits",
+    params(
+        ("site" = String, Path, description = "Site name"),
+        ("queue" = String, Path, description = "Queue name"),
+        WaitsQuery
+    ),
+    responses(
+        (status = 200, description = "Jobs that started in [since, until), by start time", body = WaitsResponse),
+        (status = 400, description = "A parameter is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_waits<S: Store>(
+    _caller: ReadAccess,
+    State(state): State<AppState<S>>,
+    ApiPath((site_name, queue_name)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<WaitsQuery>,
+) -> ApiResult<axum::Json<WaitsResponse>> {
+    let mut fields = Fields::new();
+    let since = fields.opt("since", q.since.as_deref(), timestamp);
+    let until = fields.opt("until", q.until.as_deref(), timestamp);
+    let limit = fields
+        .opt("limit", q.limit.as_deref(), |t| positive(t, WAITS_LIMIT.1))
+        .unwrap_or(WAITS_LIMIT.0);
+    if let (Some(s), Some(u)) = (since, until)
+        && s >= u
+    {
+        fields.refuse("since", "must be before until");
+    }
+    fields.finish()?;
+
+    let site = find_site(&state, &site_name).await?;
+    let queue = find_queue(&state, &site, &queue_name).await?;
+    let last = match site.kind {
+        SiteKind::Archive => state.store.site_last_event(site.id).await?,
+        // A live site speaks for now; no need to ask the store.
+        SiteKind::Live => None,
+    };
+    let as_of = state.as_of(&site, last);
+    let until = until.unwrap_or(as_of.saturating_add(1));
+    let since = since.unwrap_or(until.saturating_sub(86_400));
+    let mut jobs = state
+        .store
+        .jobs_started(
+            queue.id,
+            StartWindow {
+                since,
+                until,
+                // One more than asked tells whether the window was cut short.
+                limit: limit + 1,
+            },
+        )
+        .await?;
+    let truncated = jobs.len() as i64 > limit;
+    jobs.truncate(limit as usize);
+    Ok(axum::Json(WaitsResponse {
+        site: site.name,
+        queue: queue.name,
+        since: format_time(since),
+        until: format_time(until),
+        as_of: format_time(as_of),
+        truncated,
+        jobs: jobs.into_iter().filter_map(wait_view).collect(),
+    }))
+}
+
+/// Job records from a live site's scheduler: new jobs, and news of known ones (a
+/// start, an end). Records identical to what is stored change nothing.
+#[utoipa::path(
+    post, path = "/v1/sites/{site}/jobs", tag = "sites", operation_id = "post_jobs",
+    params(("site" = String, Path, description = "Site name (a live site)")),
+    request_body = JobsIn,
+    responses(
+        (status = 200, description = "What the records changed", body = JobsOut),
+        (status = 404, description = "No such site", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The site is an archive", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn post_jobs<S: Store>(
+    _caller: Authorized<Ingest>,
+    State(state): State<AppState<S>>,
+    ApiPath(site_name): ApiPath<String>,
+    ApiJson(body): ApiJson<JobsIn>,
+) -> ApiResult<axum::Json<JobsOut>> {
+    let site = find_site(&state, &site_name).await?;
+    if site.kind != SiteKind::Live {
+        return Err(ApiError::Conflict(format!(
+            "site {site_name:?} is an archive; records are ingested into live sites"
+        )));
+    }
+    // Parse and check every record before writing any.
+    let mut fields = Fields::new();
+    let mut parsed = Vec::with_capacity(body.jobs.len());
+    for (i, j) in body.jobs.iter().enumerate() {
+        let at = |f: &str| format!("jobs[{i}].{f}");
+        if j.job_id.trim().is_empty() || j.job_id.len() > 128 {
+            fields.refuse(&at("job_id"), "must be 1 to 128 characters");
+        }
+        if let Err(e) = check_name(&j.queue) {
+            fields.refuse(&at("queue"), e);
+        }
+        let submit = fields.req(&at("submit"), Some(j.submit.as_str()), timestamp);
+        let start = fields.opt(&at("start"), j.start.as_deref(), timestamp);
+        let end = fields.opt(&at("end"), j.end.as_deref(), timestamp);
+        let nodes = j
+            .nodes
+            .and_then(|n| fields.opt(&at("nodes"), Some(&n.to_string()), super::params::nodes));
+        let walltime_s = j.walltime.as_ref().and_then(|w| {
+            w.seconds()
+                .map_err(|e| fields.refuse(&at("walltime"), e))
+                .ok()
+        });
+        if let (Some(s), Some(st)) = (submit, start)
+            && st < s
+        {
+            fields.refuse(&at("start"), "must not be before submit");
+        }
+        if let (Some(st), Some(e)) = (start, end)
+            && e < st
+        {
+            fields.refuse(&at("end"), "must not be before start");
+        }
+        if let Some(submit) = submit {
+            parsed.push((j, submit, start, end, nodes, walltime_s));
+        }
+    }
+    fields.finish()?;
+
+    let mut queues: std::collections::HashMap<&str, Queue> = std::collections::HashMap::new();
+    let mut records = Vec::with_capacity(parsed.len());
+    for (j, submit, start, end, nodes, walltime_s) in parsed {
+        if !queues.contains_key(j.queue.as_str()) {
+            let q = state
+                .store
+                .upsert_queue(
+                    site.id,
+                    &NewQueue {
+                        name: j.queue.clone(),
+                        max_walltime_s: None,
+                        max_nodes: None,
+                    },
+                )
+                .await?;
+            queues.insert(j.queue.as_str(), q);
+        }
+        records.push(NewJob {
+            site_id: site.id,
+            queue_id: queues[j.queue.as_str()].id,
+            job_id: j.job_id.trim().to_string(),
+            submit_time: submit,
+            start_time: start,
+            end_time: end,
+            nodes,
+            walltime_s,
+            state: j.state,
+        });
+    }
+    let changed = state.store.upsert_jobs(&records).await?;
+    // The predictor seam: each queue's predictor hears of what changed, in arrival order.
+    for queue in queues.values() {
+        let of_queue: Vec<Job> = changed
+            .iter()
+            .filter(|j| j.queue_id == queue.id)
+            .cloned()
+            .collect();
+        if !of_queue.is_empty() {
+            state.predictors.observe(&site, queue, &of_queue);
+        }
+    }
+    Ok(axum::Json(JobsOut {
+        received: body.jobs.len(),
+        changed: changed.len(),
+    }))
+}

@@ -1,0 +1,41 @@
+//! The service's application layer: what the HTTP API and the command line share —
+//! the application state ([`AppState`]) with the live predictors' seam, API tokens,
+//! trace import, the clock and the metrics registry.
+//!
+//! May import: the store (generic over [`crate::store::Store`]), the trace reader,
+//! tokio, tracing, prometheus-client, sha2/subtle/rand for tokens. No SQL and no HTTP
+//! types: those stay in `src/store` and `src/http`.
+
+pub mod clock;
+pub mod import;
+pub mod metrics;
+pub mod predictors;
+pub mod state;
+pub mod tokens;
+
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use predictors::Predictors;
+pub use state::AppState;
+
+/// Checks a site or queue name given by a person or a scheduler: 1 to 64 characters,
+/// letters, digits, `.`, `_` or `-`, so it reads well in a URL and a shell.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 64 || !name.chars().all(ok_char) {
+        return Err(format!(
+            "must be 1 to 64 letters, digits, '.', '_' or '-', got {name:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Formats Unix seconds as RFC 3339 UTC, for people reading the command line's output.
+pub fn format_unix(unix: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| unix.to_string())
+}

@@ -1,0 +1,57 @@
+//! The application state every request handler gets: the store, the configuration,
+//! the live predictors, the metrics registry and the clock.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::store::{Site, SiteKind, Store};
+
+use super::{Clock, Predictors, metrics::Metrics};
+
+/// Shared state of a running service. Cheap to clone (handles and `Arc`s).
+pub struct AppState<S: Store> {
+    /// The store, chosen at start-up.
+    pub store: S,
+    /// The configuration the service started with.
+    pub config: Arc<Config>,
+    /// The live predictors, one per (site, queue).
+    pub predictors: Arc<Predictors>,
+    /// The Prometheus registry of this service.
+    pub metrics: Arc<Metrics>,
+    /// Now, for live sites (fixed in tests).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl<S: Store> Clone for AppState<S> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            config: self.config.clone(),
+            predictors: self.predictors.clone(),
+            metrics: self.metrics.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+}
+
+impl<S: Store> AppState<S> {
+    /// State for a service on `store`.
+    pub fn new(store: S, config: Config, predictors: Predictors, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            store,
+            config: Arc::new(config),
+            predictors: Arc::new(predictors),
+            metrics: Arc::new(Metrics::new()),
+            clock,
+        }
+    }
+
+    /// The instant a site's answers speak for: an archive's last record (so a 1996
+    /// trace does not read as a machine down for 30 years), a live site's now.
+    pub fn as_of(&self, site: &Site, last_event: Option<i64>) -> i64 {
+        match site.kind {
+            SiteKind::Archive => last_event.unwrap_or(site.created_at),
+            SiteKind::Live => self.clock.now(),
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The PostgreSQL backend. Batches travel as one statement each: the rows go as
+//! column arrays and come apart with `UNNEST … WITH ORDINALITY`, so a batch of ten
+//! thousand jobs is one round trip and the identity values follow the batch's order.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use super::common::{common_store_methods, token_conflict};
+use super::rows::{
+    JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, TokenRow, convert, job_columns,
+    last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
+};
+use super::{
+    ApiToken, Job, JobBound, JobCursor, NewApiToken, NewJob, NewQueue, NewReject, NewSite, Queue,
+    QueueStats, Reject, Site, SiteSummary, StartWindow, Store, StoreError, StoreResult, db_error,
+    redact_url,
+};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// The PostgreSQL store. Cloning shares the pool.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to the database a `postgres://` URL names.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let shown = redact_url(url);
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|e| StoreError::Database(format!("{shown}: {e}")))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(|e| StoreError::Database(format!("{shown}: {e}")))?;
+        Ok(Self { pool })
+    }
+}
+
+/// The jobs of a batch as column arrays, for `UNNEST`.
+#[derive(Default)]
+struct JobColumns {
+    site_id: Vec<i64>,
+    queue_id: Vec<i64>,
+    job_id: Vec<String>,
+    submit_time: Vec<i64>,
+    start_time: Vec<Option<i64>>,
+    end_time: Vec<Option<i64>>,
+    nodes: Vec<Option<i64>>,
+    walltime_s: Vec<Option<i64>>,
+    state: Vec<&'static str>,
+}
+
+impl<'a> FromIterator<&'a NewJob> for JobColumns {
+    fn from_iter<I: IntoIterator<Item = &'a NewJob>>(iter: I) -> Self {
+        let mut c = JobColumns::default();
+        for j in iter {
+            c.site_id.push(j.site_id);
+            c.queue_id.push(j.queue_id);
+            c.job_id.push(j.job_id.clone());
+            c.submit_time.push(j.submit_time);
+            c.start_time.push(j.start_time);
+            c.end_time.push(j.end_time);
+            c.nodes.push(j.nodes);
+            c.walltime_s.push(j.walltime_s);
+            c.state.push(j.state.as_str());
+        }
+        c
+    }
+}
+
+/// Binds a batch's nine column arrays to `$1…$9` of [`unnest_jobs`].
+macro_rules! bind_columns {
+    ($query:expr, $c:expr) => {
+        $query
+            .bind($c.site_id)
+            .bind($c.queue_id)
+            .bind($c.job_id)
+            .bind($c.submit_time)
+            .bind($c.start_time)
+            .bind($c.end_time)
+            .bind($c.nodes)
+            .bind($c.walltime_s)
+            .bind($c.state)
+    };
+}
+
+/// `SELECT` of a batch's rows from nine array parameters, in batch order.
+macro_rules! unnest_jobs {
+    () => {
+        "SELECT site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state \
+         FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::text[]) \
+         WITH ORDINALITY AS u(site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, ord) \
+         ORDER BY ord"
+    };
+}
+
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn insert_jobs(&self, jobs: &[NewJob]) -> StoreResult<u64> {
+        if jobs.is_empty() {
+            return Ok(0);
+        }
+        let c: JobColumns = jobs.iter().collect();
+        let done = bind_columns!(
+            sqlx::query(concat!(
+            "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) ",
+            unnest_jobs!(),
+            " ON CONFLICT (site_id, job_id) DO NOTHING"
+        )),
+            c
+        )
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn upsert_jobs(&self, jobs: &[NewJob]) -> StoreResult<Vec<Job>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let c: JobColumns = last_per_job(jobs).into_iter().collect();
+        // A start or end once seen is never lost to a later record without one.
+        let rows = bind_columns!(
+            sqlx::query_as::<_, JobRow>(concat!(
+            "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) ",
+            unnest_jobs!(),
+            " ON CONFLICT (site_id, job_id) DO UPDATE SET \
+                queue_id = EXCLUDED.queue_id, submit_time = EXCLUDED.submit_time, \
+                start_time = COALESCE(EXCLUDED.start_time, jobs.start_time), \
+                end_time = COALESCE(EXCLUDED.end_time, jobs.end_time), \
+                nodes = EXCLUDED.nodes, walltime_s = EXCLUDED.walltime_s, state = EXCLUDED.state \
+              WHERE (jobs.queue_id, jobs.submit_time, jobs.start_time, jobs.end_time, jobs.nodes, jobs.walltime_s, jobs.state) \
+                IS DISTINCT FROM (EXCLUDED.queue_id, EXCLUDED.submit_time, COALESCE(EXCLUDED.start_time, jobs.start_time), \
+                  COALESCE(EXCLUDED.end_time, jobs.end_time), EXCLUDED.nodes, EXCLUDED.walltime_s, EXCLUDED.state) \
+              RETURNING ",
+            job_columns!()
+        )),
+            c
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        let mut jobs: Vec<Job> = convert(rows)?;
+        // RETURNING promises no order; callers get arrival order.
+        jobs.sort_by_key(|j| j.id);
+        Ok(jobs)
+    }
+
+    async fn set_bounds(&self, bounds: &[JobBound]) -> StoreResult<()> {
+        if bounds.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = bounds.iter().map(|b| b.id).collect();
+        let values: Vec<Option<i64>> = bounds.iter().map(|b| b.bound_s).collect();
+        let statuses: Vec<&str> = bounds.iter().map(|b| b.status.as_str()).collect();
+        sqlx::query(
+            "UPDATE jobs SET bound_s = u.bound_s, bound_status = u.status \
+             FROM UNNEST($1::int8[], $2::int8[], $3::text[]) AS u(id, bound_s, status) \
+             WHERE jobs.id = u.id",
+        )
+        .bind(ids)
+        .bind(values)
+        .bind(statuses)
+        .execute(&self.pool)
+        .await
+        .map(|_| ())
+        .map_err(db_error)
+    }
+
+    async fn insert_rejects(&self, rejects: &[NewReject]) -> StoreResult<u64> {
+        if rejects.is_empty() {
+            return Ok(0);
+        }
+        let site_id: Vec<i64> = rejects.iter().map(|r| r.site_id).collect();
+        let source: Vec<&str> = rejects.iter().map(|r| r.source.as_str()).collect();
+        let line: Vec<Option<i64>> = rejects.iter().map(|r| r.line).collect();
+        let raw: Vec<&str> = rejects.iter().map(|r| r.raw.as_str()).collect();
+        let reason: Vec<&str> = rejects.iter().map(|r| r.reason.as_str()).collect();
+        let received_at: Vec<i64> = rejects.iter().map(|r| r.received_at).collect();
+        let done = sqlx::query(
+            "INSERT INTO rejects (site_id, source, line, raw, reason, received_at) \
+             SELECT site_id, source, line, raw, reason, received_at \
+             FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::int8[]) \
+             WITH ORDINALITY AS u(site_id, source, line, raw, reason, received_at, ord) \
+             ORDER BY ord ON CONFLICT DO NOTHING",
+        )
+        .bind(site_id)
+        .bind(source)
+        .bind(line)
+        .bind(raw)
+        .bind(reason)
+        .bind(received_at)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(done.rows_affected())
+    }
+
+    common_store_methods!();
+}

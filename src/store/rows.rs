@@ -1,0 +1,221 @@
+//! Row structs as the database returns them, shared by both backends (the column types
+//! are the same: `i64`, text, bytes), and their conversion to the domain types.
+
+use super::{ApiToken, Job, Queue, QueueStats, Reject, Site, StoreError, StoreResult};
+
+// Column lists as macros, so that queries stay `&'static str` (sqlx 0.9 takes only
+// static SQL without an explicit `AssertSqlSafe`) via `concat!`.
+
+/// Columns of `sites`, in row-struct order, for `SELECT`/`RETURNING`.
+macro_rules! site_columns {
+    () => {
+        "id, name, kind, description, time_zone, created_at"
+    };
+}
+/// Columns of `queues`.
+macro_rules! queue_columns {
+    () => {
+        "id, site_id, name, max_walltime_s, max_nodes"
+    };
+}
+/// Columns of `jobs`.
+macro_rules! job_columns {
+    () => {
+        "id, site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, bound_s, bound_status"
+    };
+}
+/// Columns of `api_tokens`.
+macro_rules! token_columns {
+    () => {
+        "id, name, scope, prefix, hash, created_at"
+    };
+}
+/// Columns of `rejects`.
+macro_rules! reject_columns {
+    () => {
+        "id, site_id, source, line, raw, reason, received_at"
+    };
+}
+pub(super) use {job_columns, queue_columns, reject_columns, site_columns, token_columns};
+
+#[derive(sqlx::FromRow)]
+pub(super) struct SiteRow {
+    id: i64,
+    name: String,
+    kind: String,
+    description: String,
+    time_zone: Option<String>,
+    created_at: i64,
+}
+
+impl TryFrom<SiteRow> for Site {
+    type Error = StoreError;
+    fn try_from(r: SiteRow) -> StoreResult<Self> {
+        Ok(Site {
+            id: r.id,
+            name: r.name,
+            kind: r.kind.parse()?,
+            description: r.description,
+            time_zone: r.time_zone,
+            created_at: r.created_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct QueueRow {
+    id: i64,
+    site_id: i64,
+    name: String,
+    max_walltime_s: Option<i64>,
+    max_nodes: Option<i64>,
+}
+
+impl From<QueueRow> for Queue {
+    fn from(r: QueueRow) -> Self {
+        Queue {
+            id: r.id,
+            site_id: r.site_id,
+            name: r.name,
+            max_walltime_s: r.max_walltime_s,
+            max_nodes: r.max_nodes,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct QueueStatsRow {
+    #[sqlx(flatten)]
+    queue: QueueRow,
+    jobs: i64,
+    started: i64,
+    last_release: Option<i64>,
+    last_submit: Option<i64>,
+}
+
+impl From<QueueStatsRow> for QueueStats {
+    fn from(r: QueueStatsRow) -> Self {
+        QueueStats {
+            queue: r.queue.into(),
+            jobs: r.jobs,
+            started: r.started,
+            last_release: r.last_release,
+            last_submit: r.last_submit,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct JobRow {
+    id: i64,
+    site_id: i64,
+    queue_id: i64,
+    job_id: String,
+    submit_time: i64,
+    start_time: Option<i64>,
+    end_time: Option<i64>,
+    nodes: Option<i64>,
+    walltime_s: Option<i64>,
+    state: String,
+    bound_s: Option<i64>,
+    bound_status: Option<String>,
+}
+
+impl TryFrom<JobRow> for Job {
+    type Error = StoreError;
+    fn try_from(r: JobRow) -> StoreResult<Self> {
+        Ok(Job {
+            id: r.id,
+            site_id: r.site_id,
+            queue_id: r.queue_id,
+            job_id: r.job_id,
+            submit_time: r.submit_time,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            nodes: r.nodes,
+            walltime_s: r.walltime_s,
+            state: r.state.parse()?,
+            bound_s: r.bound_s,
+            bound_status: r.bound_status,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct TokenRow {
+    id: i64,
+    name: String,
+    scope: String,
+    prefix: String,
+    hash: Vec<u8>,
+    created_at: i64,
+}
+
+impl TryFrom<TokenRow> for ApiToken {
+    type Error = StoreError;
+    fn try_from(r: TokenRow) -> StoreResult<Self> {
+        Ok(ApiToken {
+            id: r.id,
+            name: r.name,
+            scope: r.scope.parse()?,
+            prefix: r.prefix,
+            hash: r.hash,
+            created_at: r.created_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct RejectRow {
+    id: i64,
+    site_id: i64,
+    source: String,
+    line: Option<i64>,
+    raw: String,
+    reason: String,
+    received_at: i64,
+}
+
+impl From<RejectRow> for Reject {
+    fn from(r: RejectRow) -> Self {
+        Reject {
+            id: r.id,
+            site_id: r.site_id,
+            source: r.source,
+            line: r.line,
+            raw: r.raw,
+            reason: r.reason,
+            received_at: r.received_at,
+        }
+    }
+}
+
+/// Converts a list of rows, failing on the first that does not fit the domain type.
+pub(super) fn convert<R, T>(rows: Vec<R>) -> StoreResult<Vec<T>>
+where
+    T: TryFrom<R, Error = StoreError>,
+{
+    rows.into_iter().map(T::try_from).collect()
+}
+
+/// The current time in Unix seconds (the store stamps `created_at`/`received_at`
+/// defaults with it; everything the engine sees takes time as an argument).
+pub(super) fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Keeps the last record for each (site, job id): one statement may not update the
+/// same row twice, and the later record is the newer news.
+pub(super) fn last_per_job(jobs: &[super::NewJob]) -> Vec<&super::NewJob> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<&super::NewJob> = jobs
+        .iter()
+        .rev()
+        .filter(|j| seen.insert((j.site_id, j.job_id.as_str())))
+        .collect();
+    out.reverse();
+    out
+}

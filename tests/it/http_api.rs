@@ -1,0 +1,584 @@
+//! The HTTP API in-process against a fresh database: archive sites from an imported
+//! trace, waits windows, live ingest, problem+json errors, authentication, body limit,
+//! and the operations endpoints.
+
+use serde_json::json;
+
+use crate::support::{TEST_NOW, TestApp};
+use qbets::store::Scope;
+
+/// 2000-01-01T00:00:00Z.
+const T0: i64 = 946_684_800;
+
+/// A small trace: two named queues, one unnamed, a job that never started, a
+/// malformed line, a job number used twice.
+pub(crate) const TRACE: &str = "\
+; Version: 2.2
+; Computer: Test Cluster
+; Installation: Unit Test Centre
+; UnixStartTime: 946684800
+; TimeZoneString: Europe/Paris
+; Queue: 1 express
+; Queue: 2 normal
+1 0 10 100 4 -1 -1 4 3600 -1 1 1 1 -1 1 -1 -1 -1
+2 5 0 50 2 -1 -1 2 1800 -1 1 1 1 -1 1 -1 -1 -1
+3 20 100 60 8 -1 -1 8 90000 -1 1 1 1 -1 2 -1 -1 -1
+4 30 -1 -1 1 -1 -1 1 600 -1 5 1 1 -1 2 -1 -1 -1
+5 40 x 10 1 -1 -1 1 60 -1 1 1 1 -1 1 -1 -1 -1
+6 50 3 10 1 -1 -1 1 60 -1 1 1 1 -1 1 -1 -1 -1
+7 55 1 10 1 -1 -1 1 60 -1 1 1 1 -1 3 -1 -1 -1
+2 60 0 5 1 -1 -1 1 60 -1 1 1 1 -1 1 -1 -1 -1
+";
+
+fn write_trace(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let path = dir.path().join("test.swf");
+    std::fs::write(&path, TRACE).unwrap();
+    path
+}
+
+fn iso(t: i64) -> String {
+    qbets::service::format_unix(t)
+}
+
+#[tokio::test]
+async fn an_imported_trace_reads_back_as_an_archive_site() {
+    let app = TestApp::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = app.import("test", &write_trace(&dir)).await;
+    assert_eq!((s.records, s.inserted, s.rejected), (7, 6, 2));
+    assert_eq!(
+        s.sample_rejects,
+        vec![
+            (
+                12,
+                "field 3 (wait time): \"x\" is not an integer".to_string()
+            ),
+            (15, "job number 2 already appears at line 9".to_string()),
+        ]
+    );
+
+    let res = app.get("/v1/sites", None).await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    let sites = res.json();
+    let site = &sites["sites"][0];
+    assert_eq!(site["name"], "test");
+    assert_eq!(site["kind"], "archive");
+    assert_eq!(site["description"], "Unit Test Centre (Test Cluster)");
+    assert_eq!(site["time_zone"], "Europe/Paris");
+    assert_eq!(site["jobs"], 6);
+    assert_eq!(site["queues"], 3);
+    // An archive speaks for its last record (job 3's start), not for today.
+    assert_eq!(site["as_of"], iso(T0 + 120));
+
+    let queues = app.get("/v1/sites/test/queues", None).await.json();
+    assert_eq!(queues["as_of"], iso(T0 + 120));
+    let by_name: Vec<(String, i64, i64)> = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["name"].as_str().unwrap().to_string(),
+                q["jobs"].as_i64().unwrap(),
+                q["history_size"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_name,
+        vec![
+            ("3".to_string(), 1, 1),
+            ("express".to_string(), 3, 3),
+            ("normal".to_string(), 2, 1),
+        ]
+    );
+    assert_eq!(queues["queues"][1]["last_release"], iso(T0 + 53));
+
+    // Default window: the day before as_of. By start time; bound null until predicted.
+    let waits = app
+        .get("/v1/sites/test/queues/express/waits", None)
+        .await
+        .json();
+    let jobs = waits["jobs"].as_array().unwrap();
+    let ids: Vec<&str> = jobs.iter().map(|j| j["job_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["2", "1", "6"]);
+    assert_eq!(jobs[1]["wait_s"], 10);
+    assert_eq!(jobs[1]["submit"], iso(T0));
+    assert_eq!(jobs[1]["start"], iso(T0 + 10));
+    assert_eq!(jobs[1]["walltime_s"], 3600);
+    assert_eq!(jobs[1]["walltime"], "01:00:00");
+    assert_eq!(jobs[1]["nodes"], 4);
+    assert!(jobs[1]["bound_s"].is_null());
+    assert_eq!(waits["truncated"], false);
+
+    let normal = app
+        .get("/v1/sites/test/queues/normal/waits", None)
+        .await
+        .json();
+    assert_eq!(normal["jobs"][0]["walltime"], "1-01:00:00");
+    assert_eq!(
+        normal["jobs"].as_array().unwrap().len(),
+        1,
+        "job 4 never started"
+    );
+
+    // An explicit window [since, until) and a limit.
+    let uri = format!(
+        "/v1/sites/test/queues/express/waits?since={}&until={}&limit=1",
+        iso(T0 + 5),
+        iso(T0 + 53)
+    );
+    let w = app.get(&uri, None).await.json();
+    assert_eq!(w["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(w["jobs"][0]["job_id"], "2");
+    assert_eq!(w["truncated"], true);
+    let uri = format!(
+        "/v1/sites/test/queues/express/waits?since={}&until={}",
+        iso(T0 + 6),
+        iso(T0 + 53)
+    );
+    let w = app.get(&uri, None).await.json();
+    let ids: Vec<&str> = w["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["1"], "since inclusive, until exclusive");
+}
+
+#[tokio::test]
+async fn importing_twice_through_the_cli_changes_nothing() {
+    let app = TestApp::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_trace(&dir);
+    let first = app.import("test", &path).await;
+    let before = app.get("/v1/sites/test/queues", None).await.json();
+    let second = app.import("test", &path).await;
+    assert_eq!(second.records, first.records);
+    assert_eq!(second.inserted, 0);
+    assert_eq!(second.rejects_new, 0, "the rejected lines are kept once");
+    assert_eq!(second.rejected, 2);
+    assert_eq!(second.already_stored, first.inserted);
+    let after = app.get("/v1/sites/test/queues", None).await.json();
+    assert_eq!(before, after);
+}
+
+#[tokio::test]
+async fn bad_parameters_are_400s_naming_the_parameter() {
+    let app = TestApp::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    app.import("test", &write_trace(&dir)).await;
+    let base = "/v1/sites/test/queues/express/waits";
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=abc", "limit"),
+        ("limit=10001", "limit"),
+        ("since=yesterday", "since"),
+        ("until=2000-01-01", "until"),
+        (
+            "since=2000-01-02T00:00:00Z&until=2000-01-01T00:00:00Z",
+            "since",
+        ),
+        (
+            "since=2000-01-01T00:00:00Z&since=2000-01-02T00:00:00Z",
+            "since",
+        ),
+    ] {
+        let res = app.get(&format!("{base}?{query}"), None).await;
+        let p = res.invalid(&[field]);
+        assert!(
+            p["detail"].as_str().unwrap().starts_with(field),
+            "{query}: {p}"
+        );
+    }
+    // Every bad parameter at once.
+    let res = app.get(&format!("{base}?limit=0&since=x"), None).await;
+    res.invalid(&["since", "limit"]);
+}
+
+#[tokio::test]
+async fn unknown_sites_queues_and_routes_are_404s() {
+    let app = TestApp::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    app.import("test", &write_trace(&dir)).await;
+    let p = app.get("/v1/sites/nope/queues", None).await.problem(404);
+    assert!(p["detail"].as_str().unwrap().contains("\"nope\""), "{p}");
+    let p = app
+        .get("/v1/sites/test/queues/nope/waits", None)
+        .await
+        .problem(404);
+    assert!(
+        p["detail"].as_str().unwrap().contains("no queue named"),
+        "{p}"
+    );
+    app.get("/v1/nothing", None).await.problem(404);
+    app.raw("DELETE", "/v1/sites", None, "text/plain", String::new())
+        .await
+        .problem(405);
+}
+
+#[tokio::test]
+async fn reads_can_require_tokens_and_writes_need_the_right_scope() {
+    let app = TestApp::with_config(|c| c.http.public_reads = false).await;
+    let read = app.token("reader", Scope::Read).await;
+    let ingest = app.token("sensor", Scope::Ingest).await;
+    let admin = app.token("ops", Scope::Admin).await;
+
+    let res = app.get("/v1/sites", None).await;
+    res.problem(401);
+    assert_eq!(res.headers["www-authenticate"], "Bearer realm=\"qbets\"");
+    assert_eq!(app.get("/v1/sites", Some(&read)).await.status, 200);
+    assert_eq!(app.get("/v1/sites", Some(&ingest)).await.status, 200);
+    // A token that is not ours, malformed or not, is refused, never ignored.
+    let forged = format!("qbets_{}", "0".repeat(64));
+    app.get("/v1/sites", Some(&forged)).await.problem(401);
+    app.get("/v1/sites", Some("garbage")).await.problem(401);
+    // Probes and scrapers need no token.
+    assert_eq!(app.get("/healthz", None).await.status, 200);
+
+    let site = json!({"description": "a live cluster", "queues": [{"name": "batch", "max_walltime": "2-00:00:00", "max_nodes": 64}]});
+    app.json("PUT", "/v1/sites/live1", None, &site)
+        .await
+        .problem(401);
+    let p = app
+        .json("PUT", "/v1/sites/live1", Some(&ingest), &site)
+        .await
+        .problem(403);
+    assert!(p["detail"].as_str().unwrap().contains("admin"), "{p}");
+    let res = app
+        .json("PUT", "/v1/sites/live1", Some(&admin), &site)
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    let q = &res.json()["queues"][0];
+    assert_eq!(
+        (q["max_walltime_s"].as_i64(), q["max_nodes"].as_i64()),
+        (Some(172_800), Some(64))
+    );
+    assert_eq!(q["max_walltime"], "2-00:00:00");
+
+    let jobs = json!({"jobs": [{"job_id": "1", "queue": "batch", "submit": iso(TEST_NOW - 60), "state": "pending"}]});
+    app.json("POST", "/v1/sites/live1/jobs", Some(&read), &jobs)
+        .await
+        .problem(403);
+    let res = app
+        .json("POST", "/v1/sites/live1/jobs", Some(&ingest), &jobs)
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    let res = app
+        .json("POST", "/v1/sites/live1/jobs", Some(&admin), &jobs)
+        .await;
+    assert_eq!(
+        res.json()["changed"],
+        0,
+        "admin implies ingest; same news twice"
+    );
+}
+
+#[tokio::test]
+async fn live_ingest_updates_jobs_and_answers_as_of_now() {
+    let app = TestApp::new().await;
+    let admin = app.token("ops", Scope::Admin).await;
+    let res = app
+        .json(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            &json!({"queues": [{"name": "batch"}]}),
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    let submit = TEST_NOW - 600;
+    let pending = json!({"jobs": [
+        {"job_id": "10", "queue": "batch", "submit": iso(submit), "nodes": 2, "walltime": "30:00", "state": "pending"},
+        {"job_id": "11", "queue": "debug", "submit": iso(submit), "nodes": 1, "walltime": 600, "state": "pending"},
+    ]});
+    let out = app
+        .json("POST", "/v1/sites/live1/jobs", Some(&admin), &pending)
+        .await
+        .json();
+    assert_eq!(
+        (out["received"].as_i64(), out["changed"].as_i64()),
+        (Some(2), Some(2))
+    );
+    let started = json!({"jobs": [
+        {"job_id": "10", "queue": "batch", "submit": iso(submit), "start": iso(submit + 240), "nodes": 2, "walltime": "30:00", "state": "running"},
+        {"job_id": "11", "queue": "debug", "submit": iso(submit), "nodes": 1, "walltime": 600, "state": "pending"},
+    ]});
+    let out = app
+        .json("POST", "/v1/sites/live1/jobs", Some(&admin), &started)
+        .await
+        .json();
+    assert_eq!(out["changed"], 1, "only job 10 has news");
+
+    let w = app
+        .get("/v1/sites/live1/queues/batch/waits", None)
+        .await
+        .json();
+    assert_eq!(w["as_of"], iso(TEST_NOW), "a live site speaks for now");
+    assert_eq!(w["jobs"][0]["wait_s"], 240);
+    assert_eq!(w["jobs"][0]["walltime_s"], 1800);
+    assert_eq!(w["jobs"][0]["state"], "running");
+    app.clock.set(TEST_NOW + 3_600);
+    let q = app.get("/v1/sites/live1/queues", None).await.json();
+    assert_eq!(
+        q["as_of"],
+        iso(TEST_NOW + 3_600),
+        "the injected clock moves as_of"
+    );
+    let queues = app.get("/v1/sites/live1/queues", None).await.json();
+    let names: Vec<&str> = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["batch", "debug"],
+        "queues are created as records name them"
+    );
+
+    // Every bad field of every record is named, and nothing is written.
+    let bad = json!({"jobs": [
+        {"job_id": "12", "queue": "batch", "submit": iso(submit), "state": "pending"},
+        {"job_id": "13", "queue": "batch", "submit": iso(submit), "start": iso(submit - 1), "walltime": "soon", "nodes": 0, "state": "running"},
+    ]});
+    app.json("POST", "/v1/sites/live1/jobs", Some(&admin), &bad)
+        .await
+        .invalid(&["jobs[1].nodes", "jobs[1].walltime", "jobs[1].start"]);
+    let w = app
+        .get("/v1/sites/live1/queues/batch/waits", None)
+        .await
+        .json();
+    assert_eq!(w["jobs"].as_array().unwrap().len(), 1);
+    let q = app.get("/v1/sites/live1/queues", None).await.json();
+    assert_eq!(q["queues"][0]["jobs"], 1, "job 12 was not written either");
+
+    // Body errors: a wrong type names its path; bad JSON, a wrong media type.
+    let p = app
+        .json(
+            "POST",
+            "/v1/sites/live1/jobs",
+            Some(&admin),
+            &json!({"jobs": [{"job_id": 5}]}),
+        )
+        .await
+        .problem(400);
+    assert_eq!(p["errors"][0]["field"], "jobs[0].job_id", "{p}");
+    app.raw(
+        "POST",
+        "/v1/sites/live1/jobs",
+        Some(&admin),
+        "application/json",
+        "{".into(),
+    )
+    .await
+    .problem(400);
+    app.raw(
+        "POST",
+        "/v1/sites/live1/jobs",
+        Some(&admin),
+        "text/plain",
+        "{}".into(),
+    )
+    .await
+    .problem(415);
+    app.json("POST", "/v1/sites/nope/jobs", Some(&admin), &started)
+        .await
+        .problem(404);
+    app.json("PUT", "/v1/sites/bad%20name", Some(&admin), &json!({}))
+        .await
+        .invalid(&["site"]);
+}
+
+#[tokio::test]
+async fn archives_take_no_live_records() {
+    let app = TestApp::new().await;
+    let admin = app.token("ops", Scope::Admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    app.import("test", &write_trace(&dir)).await;
+    let jobs = json!({"jobs": [{"job_id": "99", "queue": "express", "submit": iso(T0), "state": "pending"}]});
+    app.json("POST", "/v1/sites/test/jobs", Some(&admin), &jobs)
+        .await
+        .problem(409);
+    app.json("PUT", "/v1/sites/test", Some(&admin), &json!({}))
+        .await
+        .problem(409);
+}
+
+#[tokio::test]
+async fn oversize_bodies_are_413() {
+    let app = TestApp::with_config(|c| c.http.max_body_bytes = 1024).await;
+    let admin = app.token("ops", Scope::Admin).await;
+    app.json("PUT", "/v1/sites/live1", Some(&admin), &json!({}))
+        .await;
+    let many: Vec<_> = (0..100)
+        .map(|i| json!({"job_id": i.to_string(), "queue": "q", "submit": iso(TEST_NOW), "state": "pending"}))
+        .collect();
+    app.json(
+        "POST",
+        "/v1/sites/live1/jobs",
+        Some(&admin),
+        &json!({"jobs": many}),
+    )
+    .await
+    .problem(413);
+}
+
+#[tokio::test]
+async fn operations_endpoints_answer() {
+    let app = TestApp::new().await;
+    assert_eq!(app.get("/healthz", None).await.json()["status"], "ok");
+    let ready = app.get("/readyz", None).await.json();
+    assert_eq!(ready["status"], "ready");
+    let backend = if crate::support::postgres_url().is_some() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(ready["backend"], backend);
+
+    app.get("/v1/sites", None).await;
+    app.get("/v1/sites/nope/queues", None).await;
+    let metrics = app.get("/metrics", None).await;
+    assert!(
+        metrics.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = metrics.text();
+    assert!(
+        text.contains(
+            r#"qbets_http_requests_total{method="GET",route="/v1/sites",status="200"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"route="/v1/sites/{site}/queues",status="404"} 1"#),
+        "routes are templates, not raw paths: {text}"
+    );
+
+    let docs = app.get("/docs", None).await;
+    assert_eq!(docs.status, 200);
+    assert!(docs.text().contains("<rapi-doc spec-url=\"/openapi.json\""));
+    let script = app.get("/docs/rapidoc-min.js", None).await;
+    assert_eq!(script.status, 200);
+    assert!(
+        script.body.len() > 100_000,
+        "the vendored RapiDoc is served"
+    );
+    let doc = app.get("/openapi.json", None).await.json();
+    assert_eq!(doc["info"]["title"], "qbets");
+}
+
+#[tokio::test]
+async fn cors_answers_only_configured_origins() {
+    let app =
+        TestApp::with_config(|c| c.http.cors_origins = vec!["https://portal.example".into()]).await;
+    let preflight = |origin: &'static str| {
+        axum::http::Request::builder()
+            .method("OPTIONS")
+            .uri("/v1/sites")
+            .header("origin", origin)
+            .header("access-control-request-method", "GET")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let res = app.send(preflight("https://portal.example")).await;
+    assert_eq!(
+        res.headers["access-control-allow-origin"],
+        "https://portal.example"
+    );
+    let res = app.send(preflight("https://evil.example")).await;
+    assert!(res.headers.get("access-control-allow-origin").is_none());
+
+    let closed = TestApp::new().await;
+    let res = closed.send(preflight("https://portal.example")).await;
+    assert!(
+        res.headers.get("access-control-allow-origin").is_none(),
+        "no origins by default"
+    );
+}
+
+#[tokio::test]
+async fn text_a_backend_cannot_hold_is_a_client_error() {
+    // PostgreSQL text cannot hold NUL; SQLite can. Either way: never a 5xx.
+    let app = TestApp::new().await;
+    let admin = app.token("ops", Scope::Admin).await;
+    let res = app.get("/v1/sites/a%00b/queues", None).await;
+    assert!(
+        res.status.is_client_error(),
+        "{} {}",
+        res.status,
+        res.text()
+    );
+    res.problem(res.status.as_u16());
+    let res = app
+        .json(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            &json!({"description": "nul\u{0}here"}),
+        )
+        .await;
+    assert!(res.status.as_u16() < 500, "{} {}", res.status, res.text());
+    let res = app
+        .json("POST", "/v1/sites/live1/jobs", Some(&admin), &json!({"jobs": [{"job_id": "a\u{0}", "queue": "q", "submit": iso(TEST_NOW), "state": "pending"}]}))
+        .await;
+    assert!(res.status.as_u16() < 500, "{} {}", res.status, res.text());
+}
+
+#[tokio::test]
+async fn bodies_must_be_json_objects() {
+    let app = TestApp::new().await;
+    let admin = app.token("ops", Scope::Admin).await;
+    // serde would read `[]` as a site with every field defaulted; the schema says object.
+    let p = app
+        .raw(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            "application/json",
+            " []".into(),
+        )
+        .await
+        .problem(400);
+    assert!(p["detail"].as_str().unwrap().contains("JSON object"), "{p}");
+    app.raw(
+        "POST",
+        "/v1/sites/live1/jobs",
+        Some(&admin),
+        "application/json",
+        "[[]]".into(),
+    )
+    .await
+    .problem(400);
+    // Nested too: a queue written as an array of its field values.
+    let p = app
+        .json(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            &json!({"queues": [["batch"]]}),
+        )
+        .await
+        .problem(400);
+    assert_eq!(p["errors"][0]["field"], "queues[0]", "{p}");
+    let res = app
+        .raw(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            "application/problem+json; charset=utf-8",
+            "{}".into(),
+        )
+        .await;
+    assert_eq!(
+        res.status,
+        200,
+        "+json media types are JSON: {}",
+        res.text()
+    );
+}

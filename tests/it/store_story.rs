@@ -1,0 +1,354 @@
+//! One story over the storage interface, run unchanged on SQLite and on PostgreSQL:
+//! sites, queues with limits, idempotent job import, keyset paging in rebuild order,
+//! start windows, live upserts, predicted bounds, tokens and rejects.
+
+use futures_util::TryStreamExt;
+use qbets::store::{
+    JobBound, JobState, NewApiToken, NewJob, NewQueue, NewReject, NewSite, PgStore, Scope,
+    SiteKind, SqliteStore, StartWindow, Store, StoreError, stream_jobs,
+};
+
+use crate::support::{TestDb, postgres_url};
+
+#[tokio::test]
+async fn story_on_sqlite() {
+    let db = TestDb::sqlite();
+    let store = SqliteStore::connect(db.url()).await.unwrap();
+    story(store).await;
+}
+
+#[tokio::test]
+async fn story_on_postgres() {
+    let Some(admin) = postgres_url() else {
+        // scripts/test always sets TEST_DATABASE_URL (and provisions the server), so
+        // this variant runs — and fails on an unreachable server — there.
+        eprintln!("story_on_postgres: TEST_DATABASE_URL not set; run scripts/test");
+        return;
+    };
+    let db = TestDb::postgres(&admin).await;
+    let store = PgStore::connect(db.url()).await.unwrap();
+    story(store).await;
+}
+
+fn job(site: i64, queue: i64, id: &str, submit: i64, wait: Option<i64>) -> NewJob {
+    NewJob {
+        site_id: site,
+        queue_id: queue,
+        job_id: id.to_string(),
+        submit_time: submit,
+        start_time: wait.map(|w| submit + w),
+        end_time: wait.map(|w| submit + w + 600),
+        nodes: Some(1 + submit % 7),
+        walltime_s: Some(3600),
+        state: if wait.is_some() {
+            JobState::Completed
+        } else {
+            JobState::Pending
+        },
+    }
+}
+
+async fn story<S: Store>(store: S) {
+    store.migrate().await.unwrap();
+    store.migrate().await.expect("migrations are applied once");
+    store.ping().await.unwrap();
+
+    // Sites: found or created; an existing one is returned unchanged.
+    let blue = NewSite {
+        name: "blue".into(),
+        kind: SiteKind::Archive,
+        description: "SDSC Blue Horizon".into(),
+        time_zone: Some("US/Pacific".into()),
+    };
+    let site = store.upsert_site(&blue).await.unwrap();
+    assert_eq!(site.kind, SiteKind::Archive);
+    let again = store
+        .upsert_site(&NewSite {
+            kind: SiteKind::Live,
+            description: "other".into(),
+            ..blue.clone()
+        })
+        .await
+        .unwrap();
+    assert_eq!(again, site);
+    assert_eq!(store.site("blue").await.unwrap(), Some(site.clone()));
+    assert_eq!(store.site("nope").await.unwrap(), None);
+
+    // Queues: limits given replace stored ones, limits not given keep them.
+    let express = store
+        .upsert_queue(
+            site.id,
+            &NewQueue {
+                name: "express".into(),
+                max_walltime_s: Some(7200),
+                max_nodes: None,
+            },
+        )
+        .await
+        .unwrap();
+    let express2 = store
+        .upsert_queue(
+            site.id,
+            &NewQueue {
+                name: "express".into(),
+                max_walltime_s: None,
+                max_nodes: Some(8),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(express2.id, express.id);
+    assert_eq!(
+        (express2.max_walltime_s, express2.max_nodes),
+        (Some(7200), Some(8))
+    );
+    let normal = store
+        .upsert_queue(
+            site.id,
+            &NewQueue {
+                name: "normal".into(),
+                max_walltime_s: None,
+                max_nodes: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.queue(site.id, "normal").await.unwrap(),
+        Some(normal.clone())
+    );
+    assert_eq!(store.queue(site.id, "low").await.unwrap(), None);
+
+    // Jobs: 30 in express (submit ties on purpose: every third pair shares a second),
+    // 5 in normal of which 2 still pending.
+    let mut batch = Vec::new();
+    for i in 0..30 {
+        let submit = 1_000 + (i / 2) * 10;
+        batch.push(job(
+            site.id,
+            express.id,
+            &format!("e{i}"),
+            submit,
+            Some(i * 3),
+        ));
+    }
+    for i in 0..5 {
+        let wait = (i < 3).then_some(100 * i);
+        batch.push(job(site.id, normal.id, &format!("n{i}"), 2_000 + i, wait));
+    }
+    assert_eq!(store.insert_jobs(&batch).await.unwrap(), 35);
+    assert_eq!(
+        store.insert_jobs(&batch).await.unwrap(),
+        0,
+        "re-importing changes nothing"
+    );
+    let mut mixed = batch[..3].to_vec();
+    mixed.push(job(site.id, normal.id, "n5", 2_010, Some(5)));
+    assert_eq!(store.insert_jobs(&mixed).await.unwrap(), 1);
+    assert_eq!(store.insert_jobs(&[]).await.unwrap(), 0);
+
+    // A job for a queue that does not exist is refused by the schema, by name.
+    let orphan = job(site.id, 9_999, "x", 1, None);
+    match store.insert_jobs(&[orphan]).await {
+        Err(StoreError::Invalid(_)) => {}
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+
+    // Rebuild order by keyset pages of 7: submit time, then arrival.
+    let streamed: Vec<_> = stream_jobs(&store, express.id, 7)
+        .try_collect()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = streamed.iter().map(|j| j.job_id.as_str()).collect();
+    let expected: Vec<String> = (0..30).map(|i| format!("e{i}")).collect();
+    assert_eq!(ids, expected.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(streamed.windows(2).all(|w| w[0].cursor() < w[1].cursor()));
+    assert_eq!(streamed[4].wait_s(), Some(12));
+    // A page size that divides the count exactly still ends.
+    let exact: Vec<_> = stream_jobs(&store, express.id, 10)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(exact.len(), 30);
+    let after = store
+        .jobs_page(express.id, Some(streamed[27].cursor()), 100)
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 2);
+
+    // Start windows: [since, until), by start time, limited.
+    let starts: Vec<i64> = streamed.iter().filter_map(|j| j.start_time).collect();
+    let (since, until) = (starts[5], starts[20]);
+    let window = store
+        .jobs_started(
+            express.id,
+            StartWindow {
+                since,
+                until,
+                limit: 1000,
+            },
+        )
+        .await
+        .unwrap();
+    let expect_n = starts.iter().filter(|&&s| s >= since && s < until).count();
+    assert_eq!(window.len(), expect_n);
+    assert!(
+        window
+            .windows(2)
+            .all(|w| w[0].start_time <= w[1].start_time)
+    );
+    assert!(window.iter().all(|j| j.start_time.unwrap() >= since));
+    let limited = store
+        .jobs_started(
+            express.id,
+            StartWindow {
+                since,
+                until,
+                limit: 3,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(limited, window[..3].to_vec());
+
+    // Per-queue counts and last release.
+    let stats = store.queue_stats(site.id).await.unwrap();
+    assert_eq!(stats.len(), 2);
+    assert_eq!(stats[0].queue.name, "express");
+    assert_eq!(
+        (stats[0].jobs, stats[0].started),
+        (30, 30),
+        "express counts"
+    );
+    assert_eq!(stats[0].last_release, starts.iter().max().copied());
+    assert_eq!((stats[1].jobs, stats[1].started), (6, 4), "normal counts");
+    assert_eq!(stats[1].last_submit, Some(2_010));
+    assert_eq!(stats[1].last_release, Some(2_002 + 200));
+
+    let sites = store.sites().await.unwrap();
+    assert_eq!(sites.len(), 1);
+    assert_eq!((sites[0].queues, sites[0].jobs), (2, 36));
+    assert_eq!(
+        sites[0].last_event,
+        Some(*starts.iter().max().unwrap().max(&2_202))
+    );
+    assert_eq!(
+        store.site_last_event(site.id).await.unwrap(),
+        sites[0].last_event
+    );
+    assert_eq!(store.site_last_event(site.id + 999).await.unwrap(), None);
+
+    // Live updates: a pending job starts; the same news twice changes nothing; a
+    // later record without a start does not erase it.
+    let mut started = job(site.id, normal.id, "n4", 2_004, Some(50));
+    started.state = JobState::Running;
+    started.end_time = None;
+    let changed = store.upsert_jobs(&[started.clone()]).await.unwrap();
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].start_time, Some(2_054));
+    assert_eq!(changed[0].state, JobState::Running);
+    assert!(
+        store
+            .upsert_jobs(&[started.clone()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut stale = started.clone();
+    stale.start_time = None;
+    stale.state = JobState::Completed;
+    let changed = store.upsert_jobs(&[stale]).await.unwrap();
+    assert_eq!(changed[0].start_time, Some(2_054));
+    assert_eq!(changed[0].state, JobState::Completed);
+    // Twice in one batch: the later record wins.
+    let fresh = job(site.id, normal.id, "n9", 2_100, None);
+    let mut fresh_started = fresh.clone();
+    fresh_started.start_time = Some(2_130);
+    fresh_started.state = JobState::Running;
+    let changed = store.upsert_jobs(&[fresh, fresh_started]).await.unwrap();
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].start_time, Some(2_130));
+
+    // Predicted bounds are written back and read with the window.
+    let first = &window[0];
+    store
+        .set_bounds(&[JobBound {
+            id: first.id,
+            bound_s: Some(420),
+            status: "ok".into(),
+        }])
+        .await
+        .unwrap();
+    let back = store
+        .jobs_started(
+            express.id,
+            StartWindow {
+                since,
+                until,
+                limit: 1,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (back[0].bound_s, back[0].bound_status.as_deref()),
+        (Some(420), Some("ok"))
+    );
+
+    // Tokens: stored by hash; names are unique; found by prefix; deleted by name.
+    let token = NewApiToken {
+        name: "portal".into(),
+        scope: Scope::Ingest,
+        prefix: "abcd1234".into(),
+        hash: vec![7; 32],
+    };
+    let stored = store.insert_token(&token).await.unwrap();
+    assert_eq!(
+        (stored.scope, stored.hash.clone()),
+        (Scope::Ingest, vec![7; 32])
+    );
+    match store.insert_token(&token).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("portal"), "{m}"),
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    assert_eq!(
+        store.tokens_with_prefix("abcd1234").await.unwrap(),
+        vec![stored.clone()]
+    );
+    assert!(
+        store
+            .tokens_with_prefix("ffff0000")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.tokens().await.unwrap().len(), 1);
+    assert!(store.delete_token("portal").await.unwrap());
+    assert!(!store.delete_token("portal").await.unwrap());
+
+    // Rejects: kept with reason; the same source line only once.
+    let rejects = vec![
+        NewReject {
+            site_id: site.id,
+            source: "blue.swf".into(),
+            line: Some(12),
+            raw: "5 10 x".into(),
+            reason: "field 3 (wait time): \"x\" is not an integer".into(),
+            received_at: 1_700_000_000,
+        },
+        NewReject {
+            site_id: site.id,
+            source: "blue.swf".into(),
+            line: Some(13),
+            raw: "1 2".into(),
+            reason: "expected 18 fields, found 2".into(),
+            received_at: 1_700_000_000,
+        },
+    ];
+    assert_eq!(store.insert_rejects(&rejects).await.unwrap(), 2);
+    assert_eq!(store.insert_rejects(&rejects).await.unwrap(), 0);
+    let kept = store.rejects(site.id, 10).await.unwrap();
+    assert_eq!(kept.len(), 2);
+    assert_eq!(kept[0].line, Some(12));
+    assert_eq!(kept[1].reason, "expected 18 fields, found 2");
+}
