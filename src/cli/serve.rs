@@ -109,6 +109,7 @@ impl StoreTask for Serve {
         tracing::info!(
             queues = report.queues,
             jobs = report.jobs,
+            bounds_recorded = report.bounds_recorded,
             duration_ms = report.elapsed.as_secs_f64() * 1e3,
             jobs_per_s = report.jobs_per_s().round(),
             "predictors rebuilt from the store"

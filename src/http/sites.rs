@@ -641,18 +641,12 @@ pub async fn post_jobs<S: Store>(
             state: j.state,
         });
     }
-    let changed = state.store.upsert_jobs(&records).await?;
-    // The predictor seam: each queue's predictor hears of what changed, in arrival order.
-    for queue in queues.values() {
-        let of_queue: Vec<Job> = changed
-            .iter()
-            .filter(|j| j.queue_id == queue.id)
-            .cloned()
-            .collect();
-        if !of_queue.is_empty() {
-            state.predictors.observe(&site, queue, &of_queue);
-        }
-    }
+    // The ingest path: stored, then each queue's predictor hears of what changed.
+    let queues: Vec<Queue> = queues.into_values().collect();
+    let changed = state
+        .predictors
+        .ingest(&state.store, &site, &queues, &records)
+        .await?;
     Ok(axum::Json(JobsOut {
         received: body.jobs.len(),
         changed: changed.len(),
