@@ -73,14 +73,22 @@ pub fn read_lines(
     f.seek(SeekFrom::Start(cursor.offset))
         .map_err(|e| SourceError(format!("{}: {e}", path.display())))?;
     let mut buf = Vec::new();
-    f.take(budget)
+    let mut reader = std::io::BufReader::new(f);
+    let cannot = |e: std::io::Error| SourceError(format!("{}: cannot read: {e}", path.display()));
+    (&mut reader)
+        .take(budget)
         .read_to_end(&mut buf)
-        .map_err(|e| SourceError(format!("{}: cannot read: {e}", path.display())))?;
+        .map_err(cannot)?;
+    let full = buf.len() as u64 == budget;
+    if full && buf.last() != Some(&b'\n') {
+        // The budget ended inside a line: finish that line, however long.
+        std::io::BufRead::read_until(&mut reader, b'\n', &mut buf).map_err(cannot)?;
+    }
     // Only whole lines: a line still being written is read next time.
     let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
     let mut out = Lines {
         file: name.to_string(),
-        more: whole > 0 && cursor.offset + (whole as u64) < len && buf.len() as u64 == budget,
+        more: full && cursor.offset + (whole as u64) < len,
         ..Default::default()
     };
     if whole > 0 {

@@ -14,8 +14,13 @@ async fn push_story(app: TestApp) {
     let admin = app.token("ops", Scope::Admin).await;
     let ingest = app.token("sensor", Scope::Ingest).await;
     let read = app.token("viewer", Scope::Read).await;
-    app.json("PUT", "/v1/sites/hpc", Some(&admin), &json!({"queues": [{"name": "batch"}]}))
-        .await;
+    app.json(
+        "PUT",
+        "/v1/sites/hpc",
+        Some(&admin),
+        &json!({"queues": [{"name": "batch"}]}),
+    )
+    .await;
     let t = TEST_NOW - 3_600;
 
     // A bare JSON array; the ingest scope suffices, the read scope does not.
@@ -52,7 +57,13 @@ async fn push_story(app: TestApp) {
         json!({"job_id": "4", "queue": "express", "submit": iso(t + 30), "nodes": 1, "walltime": 600, "state": "pending"}),
     );
     let out = app
-        .raw("POST", "/v1/sites/hpc/jobs", Some(&ingest), "application/x-ndjson", ndjson)
+        .raw(
+            "POST",
+            "/v1/sites/hpc/jobs",
+            Some(&ingest),
+            "application/x-ndjson",
+            ndjson,
+        )
         .await
         .json();
     assert_eq!(
@@ -60,34 +71,56 @@ async fn push_story(app: TestApp) {
         (&json!(3), &json!(2), &json!(1)),
         "{out}"
     );
-    assert_eq!(out["rejects"][0]["record"], 3, "line numbers count from 1: {out}");
+    assert_eq!(
+        out["rejects"][0]["record"], 3,
+        "line numbers count from 1: {out}"
+    );
 
     let w = app
-        .get("/v1/sites/hpc/queues/batch/waits?since=2000-01-01T00:00:00Z", None)
+        .get(
+            "/v1/sites/hpc/queues/batch/waits?since=2000-01-01T00:00:00Z",
+            None,
+        )
         .await
         .json();
     let waits: Vec<(String, i64)> = w["jobs"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|j| (j["job_id"].as_str().unwrap().to_string(), j["wait_s"].as_i64().unwrap()))
+        .map(|j| {
+            (
+                j["job_id"].as_str().unwrap().to_string(),
+                j["wait_s"].as_i64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(waits, [("1".to_string(), 60), ("2".to_string(), 290)]);
     let queues = app.get("/v1/sites/hpc/queues", None).await.json();
-    assert_eq!(queues["queues"][1]["name"], "express", "new queues are created");
+    assert_eq!(
+        queues["queues"][1]["name"], "express",
+        "new queues are created"
+    );
 
     // Rejects keep the raw text and the reason, oldest first.
     let r = app.get("/v1/sites/hpc/rejects", None).await.json();
     let rejects = r["rejects"].as_array().unwrap();
     assert!(rejects.len() >= 2, "{r}");
     assert!(rejects[0]["raw"].as_str().unwrap().contains("\"3\""), "{r}");
-    assert!(rejects[0]["reason"].as_str().unwrap().contains("must not be before submit"), "{r}");
+    assert!(
+        rejects[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("must not be before submit"),
+        "{r}"
+    );
     assert_eq!(rejects[0]["source"], "push");
     assert!(rejects.iter().any(|x| x["raw"] == "{not json"), "{r}");
     app.get("/v1/sites/hpc/rejects?limit=0", None)
         .await
         .invalid(&["limit"]);
-    app.get("/v1/sites/nowhere/rejects", None).await.problem(404);
+    app.get("/v1/sites/nowhere/rejects", None)
+        .await
+        .problem(404);
 
     // Health: the push source with its counts.
     app.clock.set(TEST_NOW + 30);
@@ -102,15 +135,32 @@ async fn push_story(app: TestApp) {
     app.get("/v1/sites/nowhere/ingest", None).await.problem(404);
 
     // Not a JSON body at all, or the wrong media type: refused as a whole.
-    app.raw("POST", "/v1/sites/hpc/jobs", Some(&ingest), "application/json", "[".into())
-        .await
-        .problem(400);
-    app.raw("POST", "/v1/sites/hpc/jobs", Some(&ingest), "text/csv", "a,b".into())
-        .await
-        .problem(415);
-    app.json("POST", "/v1/sites/hpc/jobs", Some(&ingest), &json!({"records": []}))
-        .await
-        .invalid(&["records"]);
+    app.raw(
+        "POST",
+        "/v1/sites/hpc/jobs",
+        Some(&ingest),
+        "application/json",
+        "[".into(),
+    )
+    .await
+    .problem(400);
+    app.raw(
+        "POST",
+        "/v1/sites/hpc/jobs",
+        Some(&ingest),
+        "text/csv",
+        "a,b".into(),
+    )
+    .await
+    .problem(415);
+    app.json(
+        "POST",
+        "/v1/sites/hpc/jobs",
+        Some(&ingest),
+        &json!({"records": []}),
+    )
+    .await
+    .invalid(&["records"]);
 }
 
 #[tokio::test]
@@ -125,5 +175,10 @@ async fn pushes_keep_bad_records_aside_on_postgres() {
         eprintln!("TEST_DATABASE_URL is not set: the PostgreSQL half of this story did not run");
         return;
     };
-    push_story(TestApp::on(TestDb::postgres(&url).await).adjusted(|_| {}).await).await;
+    push_story(
+        TestApp::on(TestDb::postgres(&url).await)
+            .adjusted(|_| {})
+            .await,
+    )
+    .await;
 }
