@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod ingest;
 pub mod ops;
 pub mod params;
 pub mod sites;
@@ -46,7 +47,9 @@ use error::{ApiError, FieldError, Problem};
         sites::put_site,
         sites::list_queues,
         sites::list_waits,
-        sites::post_jobs,
+        ingest::post_jobs,
+        ingest::list_rejects,
+        ingest::get_ingest,
         ops::get_health,
         ops::get_ready,
         ops::get_metrics,
@@ -54,7 +57,8 @@ use error::{ApiError, FieldError, Problem};
     ),
     components(schemas(Problem, FieldError)),
     tags(
-        (name = "sites", description = "Sites, queues, waits and job records"),
+        (name = "sites", description = "Sites, queues and waits"),
+        (name = "ingest", description = "Job records pushed by sites, records kept aside, sources' health"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
     modifiers(&Conventions)
@@ -130,6 +134,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
     let http = &state.config.http;
     Router::new()
         .merge(sites::router())
+        .merge(ingest::router())
         .merge(ops::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

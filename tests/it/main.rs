@@ -6,9 +6,11 @@
 
 mod http_api;
 mod import_trace;
+mod ingest;
 mod openapi;
 mod predictors;
 mod replay;
+mod sensors;
 mod sim;
 mod slurm;
 mod store_story;
