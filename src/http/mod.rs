@@ -6,6 +6,7 @@
 //! layer and the store's trait and domain types (never SQL).
 
 pub mod auth;
+pub mod bounds;
 pub mod error;
 pub mod ops;
 pub mod params;
@@ -47,6 +48,11 @@ use error::{ApiError, FieldError, Problem};
         sites::list_queues,
         sites::list_waits,
         sites::post_jobs,
+        bounds::get_bound,
+        bounds::get_deadline,
+        bounds::list_clusters,
+        bounds::list_bounds,
+        bounds::post_bounds,
         ops::get_health,
         ops::get_ready,
         ops::get_metrics,
@@ -55,6 +61,7 @@ use error::{ApiError, FieldError, Problem};
     components(schemas(Problem, FieldError)),
     tags(
         (name = "sites", description = "Sites, queues, waits and job records"),
+        (name = "predictions", description = "Bounds on queue waits, deadline probabilities, clusters"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
     modifiers(&Conventions)
@@ -130,6 +137,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
     let http = &state.config.http;
     Router::new()
         .merge(sites::router())
+        .merge(bounds::router())
         .merge(ops::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
