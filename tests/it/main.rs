@@ -5,6 +5,7 @@
 //! (`support::TestDb`: SQLite, or PostgreSQL when `TEST_DATABASE_URL` is set).
 
 mod bounds;
+mod demo;
 mod http_api;
 mod import_trace;
 mod openapi;
