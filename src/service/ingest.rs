@@ -131,6 +131,15 @@ pub async fn ingest<S: Store>(
         notify(predictors, site, &queues, &changed);
     }
     if !kept.is_empty() {
+        // Kept as received, except NUL, which PostgreSQL's text cannot hold.
+        for r in &mut kept {
+            if r.raw.contains('\0') {
+                r.raw = r.raw.replace('\0', "\u{FFFD}");
+            }
+            if r.reason.contains('\0') {
+                r.reason = r.reason.replace('\0', "\u{FFFD}");
+            }
+        }
         store.insert_rejects(&kept).await?;
     }
     out.rejected = kept.len() as u64;
