@@ -198,6 +198,16 @@ pub fn run(args: Args) -> Result<()> {
     header.push(format!("MaxProcs: {processors}"));
     header.push(format!("MaxJobs: {}", jobs.len()));
 
+    if policy == Policy::Conservative && !priority.is_empty() {
+        // The simulator's conservative backfilling reserves in arrival order: a
+        // high-priority arrival cannot pass the reservations already given, so ranks
+        // would be honoured only by compression, not as a priority scheduler does.
+        bail!(
+            "--policy conservative cannot be combined with queue priorities \
+             (--priority or --demo-queues): conservative backfilling reserves in arrival \
+             order and would not honour the ranks; use --policy easy, fcfs or los"
+        );
+    }
     let cfg = SimConfig {
         processors,
         policy,

@@ -114,6 +114,8 @@ pub struct SimConfig {
     pub policy: Policy,
     /// Optional priority rank per queue number: lower ranks are served first (e.g.
     /// express 0, normal 1, low 2), FCFS within a rank. Queues not listed rank 0.
+    /// Conservative backfilling gives reservations in arrival order, so there ranks
+    /// only order the compression; `qbets simulate` refuses that combination.
     #[serde(default)]
     pub priority: BTreeMap<i32, i32>,
 }
