@@ -13,3 +13,4 @@ mod sim;
 mod slurm;
 mod store_story;
 mod support;
+mod varq_generality;
