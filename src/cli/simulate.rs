@@ -89,6 +89,10 @@ pub struct Args {
     /// Spacing of VARQ's candidate submission times, seconds.
     #[arg(long, default_value_t = crate::plan::varq::DEFAULT_STEP_S)]
     pub varq_step: u64,
+    /// The attribute the experiment's QBETS predictor clusters jobs by (walltime,
+    /// nodes, node-seconds, walltime-then-nodes); default: the product's.
+    #[arg(long, requires = "varq_fraction")]
+    pub varq_cluster_by: Option<crate::engine::Attribute>,
     /// Run an experiment instead of one simulation: `cirne-sa` is Cirne's Chapter 5
     /// (one moldable job per run in a model workload, conservative backfilling).
     #[arg(long, conflicts_with_all = ["trace", "model", "policy"])]
@@ -256,6 +260,9 @@ pub fn run(args: Args) -> Result<()> {
         let mut exp = VarqExperiment::new(cfg, fraction, probability, args.seed);
         exp.period_s = args.varq_period;
         exp.step_s = args.varq_step;
+        if let Some(a) = args.varq_cluster_by {
+            exp.engine.attribute = a;
+        }
         return run_varq(&exp, &jobs, &source, args.out.as_deref(), args.json);
     }
     let start = jobs.first().map_or(0, |j| j.submit);
@@ -474,8 +481,8 @@ fn run_varq(
         exp.sim.policy, exp.sim.processors, exp.seed
     );
     println!(
-        "  deadlines every {} s, planning step {} s, confidence {}",
-        exp.period_s, exp.step_s, exp.confidence
+        "  deadlines every {} s, planning step {} s, confidence {}, predictor clusters by {}",
+        exp.period_s, exp.step_s, exp.confidence, exp.engine.attribute
     );
     println!(
         "  {} jobs: {} VARQ requests (fraction {}), {} accepted, {} refused (ran as ordinary jobs)",

@@ -114,10 +114,7 @@ impl VarqExperiment {
             ));
         }
         if self.period_s < 1 {
-            return Err(format!(
-                "deadline period {} s is below 1 s",
-                self.period_s
-            ));
+            return Err(format!("deadline period {} s is below 1 s", self.period_s));
         }
         if self.step_s < 1 {
             return Err(format!("planning step {} s is below 1 s", self.step_s));
@@ -404,7 +401,12 @@ impl Driver {
         }
     }
 
-    fn submit(&mut self, job: SimJob, varq: Option<usize>, refused: &mut Vec<(SimJob, SubmitError)>) {
+    fn submit(
+        &mut self,
+        job: SimJob,
+        varq: Option<usize>,
+        refused: &mut Vec<(SimJob, SubmitError)>,
+    ) {
         let live = Live {
             submit: job.submit,
             shape: JobShape {
@@ -633,7 +635,9 @@ mod tests {
     impl StartOracle for Curve {
         fn start_probability(&self, _: u32, _: u64, within_s: u64, _: f64) -> OracleAnswer {
             let t = within_s as f64;
-            OracleAnswer::Probability { p: t / (t + 1000.0) }
+            OracleAnswer::Probability {
+                p: t / (t + 1000.0),
+            }
         }
     }
 
@@ -698,7 +702,10 @@ mod tests {
         assert_eq!(r101.succeeded(), Some(false));
 
         let s = summarize(&cfg, jobs.len(), &run);
-        assert_eq!((s.requests, s.accepted, s.refused, s.succeeded), (2, 2, 0, 1));
+        assert_eq!(
+            (s.requests, s.accepted, s.refused, s.succeeded),
+            (2, 2, 0, 1)
+        );
         assert!((s.achieved - 0.5).abs() < 1e-12);
         // required: 1·50 + 4·80 node-s; used: 1·60 + 4·80.
         assert!((s.required_node_h * 3600.0 - 370.0).abs() < 1e-9);
@@ -718,7 +725,11 @@ mod tests {
         let jobs = vec![job(1, 0, 2, 100, 30), job(2, 5, 4, 100, 30)];
         let run = run_varq_experiment(&cfg, &jobs, |_| {}).unwrap();
         assert_eq!(run.records.len(), 2);
-        assert!(run.records.iter().all(|r| r.plan.is_none() && r.succeeded().is_none()));
+        assert!(
+            run.records
+                .iter()
+                .all(|r| r.plan.is_none() && r.succeeded().is_none())
+        );
         assert_eq!(run.other_waits, vec![0, 25]);
         let s = summarize(&cfg, 2, &run);
         assert_eq!((s.accepted, s.refused), (0, 2));

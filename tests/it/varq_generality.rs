@@ -161,7 +161,14 @@ fn simulate_varq_prints_the_table_and_json_and_refuses_bad_values() {
             "varq probability 1 is not strictly between 0 and 1",
         ),
         (
-            &["--varq-fraction", "0.5", "--varq-probability", "0.5", "--varq-step", "0"][..],
+            &[
+                "--varq-fraction",
+                "0.5",
+                "--varq-probability",
+                "0.5",
+                "--varq-step",
+                "0",
+            ][..],
             "planning step 0 s is below 1 s",
         ),
         (&["--varq-fraction", "0.5"][..], "--varq-probability"),
