@@ -17,3 +17,4 @@ mod sim;
 mod slurm;
 mod store_story;
 mod support;
+mod varq_generality;
