@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::{Config, Overrides};
+use crate::service::reservations::{Executor, Submitters};
 use crate::service::{AppState, Predictors, SystemClock};
 use crate::store::{Store, StoreTask, redact_url, with_store};
 
@@ -123,11 +124,43 @@ impl StoreTask for Serve {
             database = %redact_url(&self.config.database_url),
             "serving the API (docs at /docs)"
         );
-        let state = AppState::new(store, self.config, predictors, Arc::new(SystemClock));
+        let submitters = Arc::new(
+            Submitters::from_config(&self.config.sites)
+                .context("cannot set up the sites' submit targets")?,
+        );
+        let clock: Arc<dyn crate::service::Clock> = Arc::new(SystemClock);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let executor = self.config.reservations.executor.then(|| {
+            let executor = Executor::new(
+                store.clone(),
+                submitters.clone(),
+                clock.clone(),
+                executor_id(),
+            );
+            tracing::info!(executor = %executor.id(), "reservations executor started");
+            let tick = std::time::Duration::from_secs(self.config.reservations.tick_s.max(1));
+            let mut stopped = stopped.clone();
+            tokio::spawn(executor.run(tick, async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }))
+        });
+        let state =
+            AppState::new(store, self.config, predictors, clock).with_submitters(submitters);
         crate::http::serve(listener, state, shutdown_signal()).await?;
+        let _ = stop.send(true);
+        if let Some(task) = executor {
+            let _ = task.await;
+        }
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// A name for this replica's executor, unique among replicas: host, process and a
+/// random part (a restarted process never reuses its predecessor's leases).
+fn executor_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "qbets".into());
+    crate::service::reservations::new_uid(&format!("{host}-{}-", std::process::id()))
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM (`docker stop`, systemd).

@@ -31,6 +31,48 @@ pub struct Config {
     pub log: LogConfig,
     /// Trace import.
     pub import: ImportConfig,
+    /// Managed reservations' executor.
+    pub reservations: ReservationsConfig,
+    /// Per-site settings (`[[sites]]`), e.g. where reservations are submitted.
+    pub sites: Vec<SiteConfig>,
+}
+
+/// One site's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteConfig {
+    /// The site's name, as in the API.
+    pub name: String,
+    /// Where this site's reservations are submitted (`[sites.submit]`, `type =
+    /// "slurm_rest"`); without it the site takes no managed reservations.
+    #[serde(default)]
+    pub submit: Option<crate::submit::SubmitConfig>,
+}
+
+/// Settings of the managed reservations' executor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReservationsConfig {
+    /// Whether this replica runs the executor (several replicas may).
+    pub executor: bool,
+    /// Seconds between executor passes.
+    pub tick_s: u64,
+}
+
+const fn default_executor() -> bool {
+    true
+}
+const fn default_tick_s() -> u64 {
+    5
+}
+
+impl Default for ReservationsConfig {
+    fn default() -> Self {
+        Self {
+            executor: default_executor(),
+            tick_s: default_tick_s(),
+        }
+    }
 }
 
 /// HTTP settings.
@@ -82,6 +124,8 @@ impl Default for Config {
             http: HttpConfig::default(),
             log: LogConfig::default(),
             import: ImportConfig::default(),
+            reservations: ReservationsConfig::default(),
+            sites: Vec::new(),
         }
     }
 }
@@ -120,6 +164,8 @@ impl fmt::Debug for Config {
             .field("http", &self.http)
             .field("log", &self.log)
             .field("import", &self.import)
+            .field("reservations", &self.reservations)
+            .field("sites", &self.sites)
             .finish()
     }
 }

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod error;
 pub mod ops;
 pub mod params;
+pub mod reservations;
 pub mod sites;
 
 use std::future::Future;
@@ -47,6 +48,15 @@ use error::{ApiError, FieldError, Problem};
         sites::list_queues,
         sites::list_waits,
         sites::post_jobs,
+        reservations::plan_varq,
+        reservations::plan_covarq,
+        reservations::create_reservation,
+        reservations::list_reservations,
+        reservations::get_reservation,
+        reservations::delete_reservation,
+        reservations::create_coallocation,
+        reservations::get_coallocation,
+        reservations::get_calibration,
         ops::get_health,
         ops::get_ready,
         ops::get_metrics,
@@ -55,6 +65,7 @@ use error::{ApiError, FieldError, Problem};
     components(schemas(Problem, FieldError)),
     tags(
         (name = "sites", description = "Sites, queues, waits and job records"),
+        (name = "reservations", description = "Virtual advance reservations (VARQ), co-allocations (CO-VARQ) and their calibration"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
     modifiers(&Conventions)
@@ -130,6 +141,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
     let http = &state.config.http;
     Router::new()
         .merge(sites::router())
+        .merge(reservations::router())
         .merge(ops::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -165,7 +177,7 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 
 fn cors(origins: &[String]) -> CorsLayer {
     let base = CorsLayer::new()
-        .allow_methods([Method::GET, Method::POST, Method::PUT])
+        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]);
     if origins.iter().any(|o| o == "*") {
         base.allow_origin(AllowOrigin::any())

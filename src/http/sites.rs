@@ -231,7 +231,8 @@ impl utoipa::PartialSchema for DurationIn {
 impl ToSchema for DurationIn {}
 
 impl DurationIn {
-    fn seconds(&self) -> Result<i64, String> {
+    /// The duration in seconds, or why it is refused.
+    pub fn seconds(&self) -> Result<i64, String> {
         match self {
             DurationIn::Seconds(s) => walltime(&s.to_string()),
             DurationIn::Text(t) => walltime(t),

@@ -9,7 +9,9 @@
 pub mod clock;
 pub mod import;
 pub mod metrics;
+pub mod planning;
 pub mod predictors;
+pub mod reservations;
 pub mod state;
 pub mod tokens;
 

@@ -8,6 +8,15 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::common::{common_store_methods, token_conflict};
+use super::reservation_sql::reservation_store_methods;
+use super::reservations::{
+    CalibrationRow, CoallocationRow, EventRow, ReservationRow, coallocation_columns, mode_name,
+    reservation_columns,
+};
+use super::{
+    Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
+    ReservationEvent, Transition,
+};
 use super::rows::{
     JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, TokenRow, convert, job_columns,
     last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
@@ -208,4 +217,5 @@ impl Store for PgStore {
     }
 
     common_store_methods!();
+    reservation_store_methods!("FOR UPDATE SKIP LOCKED");
 }

@@ -9,6 +9,7 @@ mod import_trace;
 mod openapi;
 mod predictors;
 mod replay;
+mod reservations;
 mod sim;
 mod slurm;
 mod store_story;
