@@ -21,6 +21,6 @@ pub mod plan;
 pub mod service;
 pub mod sim;
 pub mod sources;
-pub mod submit;
 pub mod store;
+pub mod submit;
 pub mod trace;

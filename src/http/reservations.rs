@@ -13,7 +13,9 @@ use utoipa::ToSchema;
 
 use super::auth::{Authorized, ReadAccess, Reserve};
 use super::error::{ApiError, ApiResult, Problem};
-use super::params::{ApiJson, ApiPath, Fields, format_time, format_walltime, object_only, timestamp};
+use super::params::{
+    ApiJson, ApiPath, Fields, format_time, format_walltime, object_only, timestamp,
+};
 use super::sites::DurationIn;
 use crate::plan::covarq::{self, CoRefusal};
 use crate::plan::lifecycle::{ReservationState, RunMode};
@@ -26,17 +28,17 @@ use crate::store::{NewCoallocation, NewReservation, Reservation, ReservationEven
 /// The routes of this resource.
 pub fn router<S: Store>() -> Router<AppState<S>> {
     Router::new()
-        .route("/v1/plans/varq", post(plan_varq::<S>))
-        .route("/v1/plans/covarq", post(plan_covarq::<S>))
+        .route("/v1/plans/varq", post(post_varq_plan::<S>))
+        .route("/v1/plans/covarq", post(post_covarq_plan::<S>))
         .route(
             "/v1/reservations",
-            post(create_reservation::<S>).get(list_reservations::<S>),
+            post(post_reservation::<S>).get(list_reservations::<S>),
         )
         .route(
             "/v1/reservations/{id}",
             get(get_reservation::<S>).delete(delete_reservation::<S>),
         )
-        .route("/v1/coallocations", post(create_coallocation::<S>))
+        .route("/v1/coallocations", post(post_coallocation::<S>))
         .route("/v1/coallocations/{id}", get(get_coallocation::<S>))
         .route("/v1/calibration", get(get_calibration::<S>))
 }
@@ -490,7 +492,10 @@ fn probability_field(fields: &mut Fields, name: &str, v: f64) -> f64 {
     v
 }
 
-#[expect(clippy::too_many_arguments, reason = "the fields of two request shapes")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the fields of two request shapes"
+)]
 fn parse_varq(
     fields: &mut Fields,
     site: &str,
@@ -510,7 +515,10 @@ fn parse_varq(
         fields.refuse("queue", e);
     }
     if !(1..=super::params::MAX_NODES).contains(&nodes) || nodes > i64::from(u32::MAX) {
-        fields.refuse("nodes", format!("must be a whole number from 1 to 100000000, got {nodes}"));
+        fields.refuse(
+            "nodes",
+            format!("must be a whole number from 1 to 100000000, got {nodes}"),
+        );
     }
     let w = walltime
         .seconds()
@@ -553,9 +561,10 @@ async fn oracle<S: Store>(
         .site(site)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no site named {site:?}")))?;
-    let q = state.store.queue(s.id, queue).await?.ok_or_else(|| {
-        ApiError::NotFound(format!("site {site:?} has no queue named {queue:?}"))
-    })?;
+    let q =
+        state.store.queue(s.id, queue).await?.ok_or_else(|| {
+            ApiError::NotFound(format!("site {site:?} has no queue named {queue:?}"))
+        })?;
     let last = match s.kind {
         crate::store::SiteKind::Archive => state.store.site_last_event(s.id).await?,
         crate::store::SiteKind::Live => None,
@@ -602,7 +611,7 @@ fn varq_decision(
 /// Plans a virtual advance reservation (no side effects): when to submit a job so that
 /// its nodes are held at `start_at` with at least `min_probability`.
 #[utoipa::path(
-    post, path = "/v1/plans/varq", tag = "reservations", operation_id = "plan_varq",
+    post, path = "/v1/plans/varq", tag = "reservations", operation_id = "post_varq_plan",
     request_body = VarqIn,
     responses(
         (status = 200, description = "The plan and its probability trajectory", body = VarqPlanOut),
@@ -611,7 +620,7 @@ fn varq_decision(
         (status = 422, description = "No submission time meets the probability: the best reachable and when", body = Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn plan_varq<S: Store>(
+pub async fn post_varq_plan<S: Store>(
     _caller: ReadAccess,
     State(state): State<AppState<S>>,
     ApiJson(b): ApiJson<VarqIn>,
@@ -661,7 +670,7 @@ fn check_command(fields: &mut Fields, name: &str, command: &str) {
 /// Makes a managed reservation: planned now, re-planned while it waits, submitted at
 /// its planned time through the site's scheduler.
 #[utoipa::path(
-    post, path = "/v1/reservations", tag = "reservations", operation_id = "create_reservation",
+    post, path = "/v1/reservations", tag = "reservations", operation_id = "post_reservation",
     request_body = ReservationIn,
     responses(
         (status = 201, description = "The reservation, planned", body = ReservationView),
@@ -672,7 +681,7 @@ fn check_command(fields: &mut Fields, name: &str, command: &str) {
     ),
     security(("bearer" = []))
 )]
-pub async fn create_reservation<S: Store>(
+pub async fn post_reservation<S: Store>(
     caller: Authorized<Reserve>,
     State(state): State<AppState<S>>,
     ApiJson(b): ApiJson<ReservationIn>,
@@ -750,7 +759,10 @@ pub async fn list_reservations<S: Store>(
         .reservations(Some(&caller.token.name), 1000)
         .await?;
     Ok(Json(ReservationsOut {
-        reservations: list.into_iter().map(|r| reservation_view(r, None)).collect(),
+        reservations: list
+            .into_iter()
+            .map(|r| reservation_view(r, None))
+            .collect(),
     }))
 }
 
@@ -762,7 +774,9 @@ async fn own<S: Store>(
 ) -> ApiResult<Reservation> {
     match state.store.reservation(id).await? {
         Some(r) if r.owner == caller.token.name => Ok(r),
-        _ => Err(ApiError::NotFound(format!("you have no reservation {id:?}"))),
+        _ => Err(ApiError::NotFound(format!(
+            "you have no reservation {id:?}"
+        ))),
     }
 }
 
@@ -788,9 +802,7 @@ pub async fn get_reservation<S: Store>(
 
 fn cancel_error(e: ReservationError) -> ApiError {
     match e {
-        ReservationError::Final(s) => {
-            ApiError::Conflict(format!("the reservation is already {s}"))
-        }
+        ReservationError::Final(s) => ApiError::Conflict(format!("the reservation is already {s}")),
         ReservationError::Store(e) => e.into(),
         ReservationError::Remote(e) => ApiError::Unavailable(format!(
             "the reservation is cancelled, but its remote job could not be cancelled yet: {e}"
@@ -816,9 +828,15 @@ pub async fn delete_reservation<S: Store>(
 ) -> ApiResult<Json<ReservationView>> {
     let r = own(&state, &caller, &id).await?;
     let now = state.clock.now();
-    let after = resv::cancel(&state.store, &state.submitters, &r, now, "cancelled by its owner")
-        .await
-        .map_err(cancel_error)?;
+    let after = resv::cancel(
+        &state.store,
+        &state.submitters,
+        &r,
+        now,
+        "cancelled by its owner",
+    )
+    .await
+    .map_err(cancel_error)?;
     let events = state.store.reservation_events(after.id).await?;
     Ok(Json(reservation_view(after, Some(events))))
 }
@@ -833,7 +851,11 @@ struct ParsedCo {
 
 fn parse_covarq(b: &CovarqIn, need_commands: bool) -> ApiResult<ParsedCo> {
     let mut fields = Fields::new();
-    let p_all = probability_field(&mut fields, "p_all", b.p_all.unwrap_or(covarq::DEFAULT_P_ALL));
+    let p_all = probability_field(
+        &mut fields,
+        "p_all",
+        b.p_all.unwrap_or(covarq::DEFAULT_P_ALL),
+    );
     if b.reservations.is_empty() {
         fields.refuse("reservations", "must list at least one reservation");
     }
@@ -980,7 +1002,7 @@ fn covarq_view(plan: &covarq::CoPlan<(String, String)>, co: &ParsedCo) -> Covarq
 /// Plans a co-allocation (no side effects): which VARQ requests, on which candidate
 /// queues, give every reservation P_indep so that all hold with P_all.
 #[utoipa::path(
-    post, path = "/v1/plans/covarq", tag = "reservations", operation_id = "plan_covarq",
+    post, path = "/v1/plans/covarq", tag = "reservations", operation_id = "post_covarq_plan",
     request_body = CovarqIn,
     responses(
         (status = 200, description = "The plan", body = CovarqPlanOut),
@@ -989,7 +1011,7 @@ fn covarq_view(plan: &covarq::CoPlan<(String, String)>, co: &ParsedCo) -> Covarq
         (status = 422, description = "A reservation cannot reach P_indep: which, and the best reached", body = Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn plan_covarq<S: Store>(
+pub async fn post_covarq_plan<S: Store>(
     _caller: ReadAccess,
     State(state): State<AppState<S>>,
     ApiJson(b): ApiJson<CovarqIn>,
@@ -1002,7 +1024,7 @@ pub async fn plan_covarq<S: Store>(
 /// Executes a co-allocation: one managed reservation per request of the plan; once one
 /// request of a reservation has started in time, the others of it are cancelled.
 #[utoipa::path(
-    post, path = "/v1/coallocations", tag = "reservations", operation_id = "create_coallocation",
+    post, path = "/v1/coallocations", tag = "reservations", operation_id = "post_coallocation",
     request_body = CovarqIn,
     responses(
         (status = 201, description = "The co-allocation and its reservations", body = CoallocationOut),
@@ -1012,7 +1034,7 @@ pub async fn plan_covarq<S: Store>(
     ),
     security(("bearer" = []))
 )]
-pub async fn create_coallocation<S: Store>(
+pub async fn post_coallocation<S: Store>(
     caller: Authorized<Reserve>,
     State(state): State<AppState<S>>,
     ApiJson(b): ApiJson<CovarqIn>,
@@ -1075,7 +1097,9 @@ pub async fn create_coallocation<S: Store>(
                 .await?;
         }
     }
-    coallocation_out(&state, c).await.map(|o| (StatusCode::CREATED, Json(o)))
+    coallocation_out(&state, c)
+        .await
+        .map(|o| (StatusCode::CREATED, Json(o)))
 }
 
 async fn coallocation_out<S: Store>(
@@ -1113,7 +1137,9 @@ pub async fn get_coallocation<S: Store>(
 ) -> ApiResult<Json<CoallocationOut>> {
     match state.store.coallocation(&id).await? {
         Some(c) if c.owner == caller.token.name => Ok(Json(coallocation_out(&state, c).await?)),
-        _ => Err(ApiError::NotFound(format!("you have no co-allocation {id:?}"))),
+        _ => Err(ApiError::NotFound(format!(
+            "you have no co-allocation {id:?}"
+        ))),
     }
 }
 

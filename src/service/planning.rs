@@ -8,7 +8,9 @@
 
 use futures_util::TryStreamExt;
 
-use crate::engine::{Config as EngineConfig, JobRecord, JobShape, Status, predictor::QueuePredictor};
+use crate::engine::{
+    Config as EngineConfig, JobRecord, JobShape, Status, predictor::QueuePredictor,
+};
 use crate::plan::{OracleAnswer, StartOracle};
 use crate::store::{Queue, REBUILD_PAGE, Store, StoreError, StoreResult, stream_jobs};
 

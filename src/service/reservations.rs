@@ -296,7 +296,8 @@ impl<S: Store> Executor<S> {
                     ..plan
                 },
                 false,
-                r.at_risk.then(|| "the plan meets the probability again".to_string()),
+                r.at_risk
+                    .then(|| "the plan meets the probability again".to_string()),
             ),
             Replan::Move(p) => (
                 plan_fields(&p),
@@ -364,7 +365,11 @@ impl<S: Store> Executor<S> {
         // Look before submitting: a job carrying this id means an earlier attempt
         // submitted it and died before recording it.
         let found = sub.find(&r.uid).await?;
-        if let Some(job) = found.iter().find(|j| j.ended_at.is_none()).or(found.first()) {
+        if let Some(job) = found
+            .iter()
+            .find(|j| j.ended_at.is_none())
+            .or(found.first())
+        {
             let t = Transition {
                 remote_job_id: Some(job.job_id.clone()),
                 submitted_at: Some(now),

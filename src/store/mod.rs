@@ -20,8 +20,8 @@ mod rows;
 mod sqlite;
 
 pub use reservations::{
-    Calibration, Coallocation, NewCoallocation, NewReservation, PlanFields, Replanned,
-    Reservation, ReservationEvent, Transition,
+    Calibration, Coallocation, NewCoallocation, NewReservation, PlanFields, Replanned, Reservation,
+    ReservationEvent, Transition,
 };
 
 use std::fmt;
@@ -639,8 +639,10 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<Reservation>> + Send;
 
     /// The reservation of this public id.
-    fn reservation(&self, uid: &str)
-    -> impl Future<Output = StoreResult<Option<Reservation>>> + Send;
+    fn reservation(
+        &self,
+        uid: &str,
+    ) -> impl Future<Output = StoreResult<Option<Reservation>>> + Send;
 
     /// Reservations, newest first, of one owner (or everyone's), at most `limit`.
     fn reservations(

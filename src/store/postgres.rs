@@ -13,10 +13,6 @@ use super::reservations::{
     CalibrationRow, CoallocationRow, EventRow, ReservationRow, coallocation_columns, mode_name,
     reservation_columns,
 };
-use super::{
-    Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
-    ReservationEvent, Transition,
-};
 use super::rows::{
     JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, TokenRow, convert, job_columns,
     last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
@@ -25,6 +21,10 @@ use super::{
     ApiToken, Job, JobBound, JobCursor, NewApiToken, NewJob, NewQueue, NewReject, NewSite, Queue,
     QueueStats, Reject, Site, SiteSummary, StartWindow, Store, StoreError, StoreResult, db_error,
     redact_url,
+};
+use super::{
+    Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
+    ReservationEvent, Transition,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");

@@ -298,7 +298,8 @@ pub(super) struct ReservationRow {
 }
 
 pub(super) fn parse_state(s: &str) -> StoreResult<ReservationState> {
-    ReservationState::parse(s).ok_or_else(|| StoreError::Invalid(format!("reservation state {s:?}")))
+    ReservationState::parse(s)
+        .ok_or_else(|| StoreError::Invalid(format!("reservation state {s:?}")))
 }
 
 pub(super) fn mode_name(m: Mode) -> &'static str {

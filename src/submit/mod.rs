@@ -172,7 +172,10 @@ mod tests {
         let s = script(&request(RunMode::Hold));
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains("start_at=1000\n"));
-        assert!(s.ends_with("exec /bin/sh -c 'echo '\\''hi'\\'' && hostname'\n"), "{s}");
+        assert!(
+            s.ends_with("exec /bin/sh -c 'echo '\\''hi'\\'' && hostname'\n"),
+            "{s}"
+        );
         let b = script(&request(RunMode::BestEffort));
         assert!(!b.contains("sleep"));
     }

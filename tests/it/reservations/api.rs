@@ -61,7 +61,9 @@ fn varq(start_at: i64, p: f64) -> Value {
 async fn varq_plans_follow_the_queue_history_and_refusals_name_the_best() {
     let (app, _) = app_with_history().await;
     let start_at = TEST_NOW + 600;
-    let r = app.json("POST", "/v1/plans/varq", None, &varq(start_at, 0.9)).await;
+    let r = app
+        .json("POST", "/v1/plans/varq", None, &varq(start_at, 0.9))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let plan = r.json();
     assert_eq!(unix(&plan["as_of"]), TEST_NOW);
@@ -99,7 +101,9 @@ async fn varq_plans_follow_the_queue_history_and_refusals_name_the_best() {
     assert_eq!(best["probability"].as_f64().unwrap(), top);
 
     // Unreachable: 422 naming the best probability and when.
-    let r = app.json("POST", "/v1/plans/varq", None, &varq(start_at, 0.999_999)).await;
+    let r = app
+        .json("POST", "/v1/plans/varq", None, &varq(start_at, 0.999_999))
+        .await;
     let problem = r.problem(422);
     assert_eq!(problem["type"], "urn:qbets:problem:no-plan");
     assert_eq!(problem["best_probability"].as_f64().unwrap(), top);
@@ -117,14 +121,20 @@ async fn varq_plans_follow_the_queue_history_and_refusals_name_the_best() {
         )
         .await;
     r.invalid(&["nodes", "walltime", "min_probability"]);
-    let r = app.json("POST", "/v1/plans/varq", None, &varq(TEST_NOW - 1, 0.5)).await;
+    let r = app
+        .json("POST", "/v1/plans/varq", None, &varq(TEST_NOW - 1, 0.5))
+        .await;
     r.invalid(&["start_at"]);
     let mut body = varq(start_at, 0.5);
     body["queue"] = json!("nope");
-    app.json("POST", "/v1/plans/varq", None, &body).await.problem(404);
+    app.json("POST", "/v1/plans/varq", None, &body)
+        .await
+        .problem(404);
     let mut body = varq(start_at, 0.5);
     body["surprise"] = json!(1);
-    app.json("POST", "/v1/plans/varq", None, &body).await.problem(400);
+    app.json("POST", "/v1/plans/varq", None, &body)
+        .await
+        .problem(400);
 }
 
 #[tokio::test]
@@ -135,10 +145,16 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
     let reader = app.token("reader", Scope::Read).await;
     let mut body = varq(TEST_NOW + 3600, 0.9);
     body["command"] = json!("hostname");
-    app.json("POST", "/v1/reservations", None, &body).await.problem(401);
-    app.json("POST", "/v1/reservations", Some(&reader), &body).await.problem(403);
+    app.json("POST", "/v1/reservations", None, &body)
+        .await
+        .problem(401);
+    app.json("POST", "/v1/reservations", Some(&reader), &body)
+        .await
+        .problem(403);
 
-    let r = app.json("POST", "/v1/reservations", Some(&alice), &body).await;
+    let r = app
+        .json("POST", "/v1/reservations", Some(&alice), &body)
+        .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let made = r.json();
     let id = made["id"].as_str().unwrap().to_string();
@@ -152,7 +168,9 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
     // Bob sees nothing of Alice's.
     let uri = format!("/v1/reservations/{id}");
     app.get(&uri, Some(&bob)).await.problem(404);
-    app.json("DELETE", &uri, Some(&bob), &json!({})).await.problem(404);
+    app.json("DELETE", &uri, Some(&bob), &json!({}))
+        .await
+        .problem(404);
     let list = app.get("/v1/reservations", Some(&bob)).await.json();
     assert_eq!(list["reservations"].as_array().unwrap().len(), 0);
     let list = app.get("/v1/reservations", Some(&alice)).await.json();
@@ -173,19 +191,31 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
         .map(|e| e["state"].as_str().unwrap())
         .collect();
     assert_eq!(events, ["planned", "cancelled"]);
-    app.json("DELETE", &uri, Some(&alice), &json!({})).await.problem(409);
+    app.json("DELETE", &uri, Some(&alice), &json!({}))
+        .await
+        .problem(409);
 
     // A site without a submit target takes no reservations; bad fields are named.
-    app.json("PUT", "/v1/sites/other", Some(&admin), &json!({"queues": [{"name": "q"}]}))
-        .await;
+    app.json(
+        "PUT",
+        "/v1/sites/other",
+        Some(&admin),
+        &json!({"queues": [{"name": "q"}]}),
+    )
+    .await;
     let mut other = body.clone();
     other["site"] = json!("other");
     other["queue"] = json!("q");
-    app.json("POST", "/v1/reservations", Some(&alice), &other).await.problem(409);
+    app.json("POST", "/v1/reservations", Some(&alice), &other)
+        .await
+        .problem(409);
     let mut bad = body.clone();
     bad["command"] = json!("  ");
     bad["run_mode"] = json!("sometimes");
-    let p = app.json("POST", "/v1/reservations", Some(&alice), &bad).await.problem(400);
+    let p = app
+        .json("POST", "/v1/reservations", Some(&alice), &bad)
+        .await
+        .problem(400);
     assert_eq!(p["errors"][0]["field"], "run_mode", "{p}");
 
     // Nothing has finished: calibration lists nothing yet.
@@ -214,7 +244,10 @@ async fn covarq_plans_boost_each_reservation_to_p_indep() {
     for (i, res) in plan["reservations"].as_array().unwrap().iter().enumerate() {
         assert_eq!(res["index"], i);
         let reqs = res["requests"].as_array().unwrap();
-        let ps: Vec<f64> = reqs.iter().map(|q| q["probability"].as_f64().unwrap()).collect();
+        let ps: Vec<f64> = reqs
+            .iter()
+            .map(|q| q["probability"].as_f64().unwrap())
+            .collect();
         let p_i = res["probability"].as_f64().unwrap();
         assert!((p_i - (1.0 - ps.iter().map(|p| 1.0 - p).product::<f64>())).abs() < 1e-12);
         assert!(p_i >= p_indep, "{res}");
@@ -229,7 +262,10 @@ async fn covarq_plans_boost_each_reservation_to_p_indep() {
     // Asking more than every candidate together gives: 422 naming the reservation.
     let mut greedy = body.clone();
     greedy["p_all"] = json!(0.999_999_999);
-    let p = app.json("POST", "/v1/plans/covarq", None, &greedy).await.problem(422);
+    let p = app
+        .json("POST", "/v1/plans/covarq", None, &greedy)
+        .await
+        .problem(422);
     assert_eq!(p["reservation"], 0);
     assert!(p["best_probability"].as_f64().unwrap() < 0.999_999_999);
     let mut bad = body.clone();
