@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod ingest;
 pub mod ops;
 pub mod params;
 pub mod reservations;
@@ -47,7 +48,9 @@ use error::{ApiError, FieldError, Problem};
         sites::put_site,
         sites::list_queues,
         sites::list_waits,
-        sites::post_jobs,
+        ingest::post_jobs,
+        ingest::list_rejects,
+        ingest::get_ingest,
         reservations::post_varq_plan,
         reservations::post_covarq_plan,
         reservations::post_reservation,
@@ -64,7 +67,8 @@ use error::{ApiError, FieldError, Problem};
     ),
     components(schemas(Problem, FieldError)),
     tags(
-        (name = "sites", description = "Sites, queues, waits and job records"),
+        (name = "sites", description = "Sites, queues and waits"),
+        (name = "ingest", description = "Job records pushed by sites, records kept aside, sources' health"),
         (name = "reservations", description = "Virtual advance reservations (VARQ), co-allocations (CO-VARQ) and their calibration"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
@@ -141,6 +145,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
     let http = &state.config.http;
     Router::new()
         .merge(sites::router())
+        .merge(ingest::router())
         .merge(reservations::router())
         .merge(ops::router())
         .fallback(not_found)

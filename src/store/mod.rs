@@ -17,6 +17,7 @@ mod postgres;
 mod reservation_sql;
 mod reservations;
 mod rows;
+mod sources;
 mod sqlite;
 
 pub use reservations::{
@@ -31,6 +32,7 @@ use std::str::FromStr;
 use futures_util::Stream;
 
 pub use postgres::PgStore;
+pub use sources::{SourceProgress, SourceState};
 pub use sqlite::SqliteStore;
 
 /// The database URL used when none is given: an SQLite file in the working directory,
@@ -631,6 +633,36 @@ pub trait Store: Clone + Send + Sync + 'static {
         site_id: i64,
         limit: i64,
     ) -> impl Future<Output = StoreResult<Vec<Reject>>> + Send;
+
+    /// A background source's cursor and health.
+    fn source_state(
+        &self,
+        site_id: i64,
+        source: &str,
+    ) -> impl Future<Output = StoreResult<Option<SourceState>>> + Send;
+
+    /// Every source of a site, by name.
+    fn source_states(
+        &self,
+        site_id: i64,
+    ) -> impl Future<Output = StoreResult<Vec<SourceState>>> + Send;
+
+    /// Records a successful poll: the new cursor (written after the records it covers),
+    /// the counts added, failures reset.
+    fn source_succeeded(
+        &self,
+        progress: &SourceProgress,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Records a failed poll (the cursor stays where it was).
+    fn source_failed(
+        &self,
+        site_id: i64,
+        source: &str,
+        kind: &str,
+        at: i64,
+        error: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Stores a reservation with its first event (its state and `reason`).
     fn insert_reservation(

@@ -15,12 +15,14 @@ use super::reservations::{
     reservation_columns,
 };
 use super::rows::{
-    JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, TokenRow, convert, job_columns,
+    JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow, convert, job_columns,
     last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
 };
+use super::sources::{source_columns, source_store_methods};
 use super::{
     ApiToken, Job, JobBound, JobCursor, NewApiToken, NewJob, NewQueue, NewReject, NewSite, Queue,
-    QueueStats, Reject, Site, SiteSummary, StartWindow, Store, StoreError, StoreResult, db_error,
+    QueueStats, Reject, Site, SiteSummary, SourceProgress, SourceState, StartWindow, Store,
+    StoreError, StoreResult, db_error,
 };
 use super::{
     Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
@@ -174,5 +176,6 @@ impl Store for SqliteStore {
     }
 
     common_store_methods!();
+    source_store_methods!();
     reservation_store_methods!("");
 }

@@ -6,10 +6,12 @@
 
 mod http_api;
 mod import_trace;
+mod ingest;
 mod openapi;
 mod predictors;
 mod replay;
 mod reservations;
+mod sensors;
 mod sim;
 mod slurm;
 mod store_story;

@@ -6,19 +6,32 @@
 mod api;
 mod executor;
 
-use qbets::config::SiteConfig;
+use qbets::config::{SiteConfig, SlurmRestSource, SourceConfig};
 use qbets::submit::{SlurmRestSubmitConfig, SubmitConfig};
 
 /// The site name the tests give the local Slurm.
 pub const SITE: &str = "local";
 
 /// `[[sites]]` for the local Slurm (`scripts/local-slurm env`); the URL defaults to
-/// the script's, so in-process tests that never reach Slurm still configure.
+/// the script's, so in-process tests that never reach Slurm still configure. (Its
+/// source is configured but never started: the tests run no `qbets serve`.)
 pub fn local_site() -> SiteConfig {
+    let url = std::env::var("SLURMRESTD_URL").unwrap_or_else(|_| "http://127.0.0.1:6820".into());
     SiteConfig {
         name: SITE.into(),
+        description: String::new(),
+        time_zone: None,
+        source: SourceConfig::SlurmRest(SlurmRestSource {
+            url: url.clone(),
+            api_version: "v0.0.38".parse().unwrap(),
+            user: "root".into(),
+            token_env: Some("SLURM_JWT".into()),
+            token_file: None,
+            interval_s: 15,
+            timeout_s: 30,
+        }),
         submit: Some(SubmitConfig::SlurmRest(SlurmRestSubmitConfig {
-            url: std::env::var("SLURMRESTD_URL").unwrap_or_else(|_| "http://127.0.0.1:6820".into()),
+            url,
             api_version: std::env::var("SLURMRESTD_API_VERSION")
                 .unwrap_or_else(|_| "v0.0.38".into())
                 .parse()
