@@ -11,6 +11,7 @@ use anyhow::Context;
 
 use crate::config::{Config, Overrides};
 use crate::service::demo::{Demo, DemoOptions};
+use crate::service::reservations::{Executor, Submitters};
 use crate::service::{AppState, Clock, Predictors, SystemClock};
 use crate::store::{DEFAULT_DATABASE_URL, Store, StoreTask, redact_url, with_store};
 
@@ -141,10 +142,30 @@ impl StoreTask for Serve {
             database = %redact_url(&self.config.database_url),
             "serving the API (docs at /docs)"
         );
+        let submitters = Arc::new(
+            Submitters::from_config(&self.config.sites)
+                .context("cannot set up the sites' submit targets")?,
+        );
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let executor = self.config.reservations.executor.then(|| {
+            let executor = Executor::new(
+                store.clone(),
+                submitters.clone(),
+                clock.clone(),
+                executor_id(),
+            );
+            tracing::info!(executor = %executor.id(), "reservations executor started");
+            let tick = std::time::Duration::from_secs(self.config.reservations.tick_s.max(1));
+            let mut stopped = stopped.clone();
+            tokio::spawn(executor.run(tick, async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }))
+        });
         let sites = self.config.sites.clone();
         let batch_size = self.config.import.batch_size;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let state = AppState::new(store.clone(), self.config, predictors, clock.clone());
+        let state = AppState::new(store.clone(), self.config, predictors, clock.clone())
+            .with_submitters(submitters);
         let demo = match self.demo {
             Some(opts) => Some(start_demo(&store, &state.predictors, opts, clock).await?),
             None => None,
@@ -167,6 +188,10 @@ impl StoreTask for Serve {
         sources.stop().await;
         if let Some(d) = demo {
             d.abort();
+        }
+        let _ = stop.send(true);
+        if let Some(task) = executor {
+            let _ = task.await;
         }
         tracing::info!("stopped");
         Ok(())
@@ -205,6 +230,13 @@ async fn start_demo<S: Store>(
     Ok(tokio::spawn(async move {
         demo.run(store, predictors, std::future::pending()).await;
     }))
+}
+
+/// A name for this replica's executor, unique among replicas: host, process and a
+/// random part (a restarted process never reuses its predecessor's leases).
+fn executor_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "qbets".into());
+    crate::service::reservations::new_uid(&format!("{host}-{}-", std::process::id()))
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM (`docker stop`, systemd).

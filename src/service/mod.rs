@@ -11,7 +11,9 @@ pub mod demo;
 pub mod import;
 pub mod ingest;
 pub mod metrics;
+pub mod planning;
 pub mod predictors;
+pub mod reservations;
 pub mod state;
 pub mod tokens;
 

@@ -12,6 +12,7 @@ mod ingest;
 mod openapi;
 mod predictors;
 mod replay;
+mod reservations;
 mod sensors;
 mod sim;
 mod slurm;
