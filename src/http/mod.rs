@@ -6,6 +6,7 @@
 //! layer and the store's trait and domain types (never SQL).
 
 pub mod auth;
+pub mod dashboard;
 pub mod error;
 pub mod ops;
 pub mod params;
@@ -131,6 +132,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
     Router::new()
         .merge(sites::router())
         .merge(ops::router())
+        .merge(dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(http.max_body_bytes))

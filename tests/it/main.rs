@@ -4,6 +4,8 @@
 //! fail when a trace is missing. The store and HTTP tests run on a fresh database each
 //! (`support::TestDb`: SQLite, or PostgreSQL when `TEST_DATABASE_URL` is set).
 
+mod browser;
+mod dashboard;
 mod http_api;
 mod import_trace;
 mod openapi;
@@ -13,3 +15,4 @@ mod sim;
 mod slurm;
 mod store_story;
 mod support;
+mod webdriver;
