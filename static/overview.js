@@ -87,23 +87,25 @@ function boundCell(result) {
 function ingestHealth(site, ingest) {
   if (!ingest) return null;
   const sources = ingest.sources || [];
-  if (!sources.length) return el("p", { class: "muted small" }, "Ingest: no sources configured.");
+  if (!sources.length) return el("p", { class: "muted small" }, "Ingest: no sources report to this site.");
   return el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": `Ingest health of ${site}` },
-    el("table", {},
+    el("table", { class: "ingest" },
       el("caption", {}, "Ingest health"),
       el("thead", {}, el("tr", {},
-        ["Source", "Last success", "Last error", "Accepted", "Rejected", "Lag"].map((h, i) =>
-          el("th", { scope: "col", class: i >= 3 ? "num" : null }, h)))),
+        ["Source", "Status", "Last success", "Last error", "Accepted", "Rejected", "Lag"].map((h, i) =>
+          el("th", { scope: "col", class: i >= 4 ? "num" : null }, h)))),
       el("tbody", {}, sources.map((s) => {
-        const failing = s.last_error && (!s.last_success || new Date(s.last_error_at || 0) > new Date(s.last_success));
-        return el("tr", {},
-          el("th", { scope: "row" }, s.name || s.source || s.kind || "source",
-            " ", el("span", { class: `badge ${failing ? "bad" : "ok"}` }, failing ? "failing" : "healthy")),
+        const failing = s.status ? s.status !== "ok"
+          : Boolean(s.last_error && (!s.last_success || new Date(s.last_error_at || 0) > new Date(s.last_success)));
+        return el("tr", { dataset: { source: s.source } },
+          el("th", { scope: "row" }, s.source, s.kind && s.kind !== s.source ? el("span", { class: "muted small" }, ` (${s.kind})`) : null),
+          el("td", {}, el("span", { class: `badge ${failing ? "bad" : "ok"}` }, failing ? "failing" : "ok"),
+            failing && s.consecutive_failures ? el("span", { class: "muted small" }, ` ${s.consecutive_failures}× in a row`) : null),
           el("td", {}, fmtTime(s.last_success)),
-          el("td", {}, s.last_error ? `${s.last_error_at ? fmtTime(s.last_error_at) + ": " : ""}${s.last_error}` : "—"),
-          el("td", { class: "num" }, fmtCount(s.accepted ?? s.records_accepted)),
-          el("td", { class: "num" }, fmtCount(s.rejected ?? s.records_rejected)),
-          el("td", { class: "num" }, fmtDuration(s.lag_s)));
+          el("td", { class: "small" }, s.last_error ? `${s.last_error_at ? fmtTime(s.last_error_at) + ": " : ""}${s.last_error}` : "—"),
+          el("td", { class: "num" }, fmtCount(s.accepted)),
+          el("td", { class: "num" }, fmtCount(s.rejected)),
+          el("td", { class: "num" }, s.lag_s === null || s.lag_s === undefined ? "—" : fmtDuration(s.lag_s)));
       }))));
 }
 
@@ -188,9 +190,16 @@ async function refresh() {
       showError(box, error);
       return el("section", { class: "card" }, el("h2", {}, s.name), box);
     })));
+    // A refresh must not throw a keyboard user's focus back to the top of the page.
+    const focused = document.activeElement && sitesNode.contains(document.activeElement)
+      ? document.activeElement.getAttribute("href") : null;
     sitesNode.replaceChildren(...(cards.length ? cards : [el("p", { class: "card" },
       "No sites yet. Import a trace (", el("code", {}, "qbets import --site NAME FILE"),
       ") or start the demo (", el("code", {}, "qbets serve --demo"), ").")]));
+    if (focused) {
+      const again = [...sitesNode.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === focused);
+      if (again) again.focus();
+    }
     sitesNode.setAttribute("aria-busy", "false");
     showError(errorNode, null);
     updated.textContent = `Updated ${new Date().toLocaleTimeString()} · refreshes every ${REFRESH_S} s`;

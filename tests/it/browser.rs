@@ -88,7 +88,7 @@ async fn the_dashboard_in_headless_chromium() {
         .map(|q| q["name"].clone())
         .collect();
     assert_eq!(shown, Value::Array(listed));
-    s.screenshot(&shots.join("overview.png")).await;
+    s.screenshot_page(&shots.join("overview.png")).await;
 
     // Queue page: the waits chart draws the jobs the API returns.
     s.goto(&format!("{base}/ui/queue.html?site=demo&queue=normal"))
@@ -105,7 +105,7 @@ async fn the_dashboard_in_headless_chromium() {
         points.as_str().unwrap().parse::<i64>().unwrap() > 100,
         "{points}"
     );
-    s.screenshot(&shots.join("queue.png")).await;
+    s.screenshot_page(&shots.join("queue.png")).await;
 
     // The "my job" form refuses a bad shape before asking, naming the field.
     s.fill("#nodes", "0").await;
@@ -130,6 +130,25 @@ async fn the_dashboard_in_headless_chromium() {
         r#"return document.querySelector('[data-site="demo"] tr[data-queue]')"#,
     )
     .await;
-    s.screenshot(&shots.join("overview-phone.png")).await;
+    s.screenshot_page(&shots.join("overview-phone.png")).await;
+    s.goto(&format!("{base}/ui/queue.html?site=demo&queue=normal"))
+        .await;
+    s.wait_for(
+        "the waits chart at phone width",
+        WAIT,
+        "return document.querySelector('#waits-chart canvas')",
+    )
+    .await;
+    s.screenshot_page(&shots.join("queue-phone.png")).await;
+
+    s.resize(1280, 1000).await;
+    s.goto(&format!("{base}/ui/reservations.html")).await;
+    s.wait_for(
+        "the reservation form's queues",
+        WAIT,
+        "return document.querySelector('#queue option')",
+    )
+    .await;
+    s.screenshot_page(&shots.join("reservations.png")).await;
     s.quit().await;
 }

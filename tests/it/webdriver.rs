@@ -255,6 +255,27 @@ impl Session<'_> {
         std::fs::write(path, png).unwrap();
     }
 
+    /// Saves a PNG of the whole page: the window grows to the page's height for the
+    /// shot, then returns to its size.
+    pub async fn screenshot_page(&self, path: &Path) {
+        let size = self
+            .eval(
+                "return [window.outerWidth, window.outerHeight, window.innerHeight, \
+                 document.documentElement.scrollHeight]",
+                json!([]),
+            )
+            .await;
+        let n = |i: usize| size[i].as_u64().unwrap_or(0) as u32;
+        let (width, outer, inner, page) = (n(0), n(1), n(2), n(3));
+        if page > inner {
+            self.resize(width, page + outer.saturating_sub(inner)).await;
+        }
+        self.screenshot(path).await;
+        if page > inner {
+            self.resize(width, outer).await;
+        }
+    }
+
     /// Resizes the window (CSS pixels of the outer window).
     pub async fn resize(&self, width: u32, height: u32) {
         self.call(
