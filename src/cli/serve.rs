@@ -109,6 +109,7 @@ impl StoreTask for Serve {
         tracing::info!(
             queues = report.queues,
             jobs = report.jobs,
+            bounds_recorded = report.bounds_recorded,
             duration_ms = report.elapsed.as_secs_f64() * 1e3,
             jobs_per_s = report.jobs_per_s().round(),
             "predictors rebuilt from the store"
@@ -123,8 +124,25 @@ impl StoreTask for Serve {
             database = %redact_url(&self.config.database_url),
             "serving the API (docs at /docs)"
         );
+        let sites = self.config.sites.clone();
+        let batch_size = self.config.import.batch_size;
         let state = AppState::new(store, self.config, predictors, Arc::new(SystemClock));
+        // Each configured source runs in the background; one failing never stops the
+        // others or the API.
+        let sources = crate::service::ingest::spawn_sources(
+            &state.store,
+            state.predictors.clone(),
+            state.clock.clone(),
+            &sites,
+            batch_size,
+        )
+        .await
+        .context("cannot start the configured sources")?;
+        if !sources.is_empty() {
+            tracing::info!(sources = sources.len(), "sources started");
+        }
         crate::http::serve(listener, state, shutdown_signal()).await?;
+        sources.stop().await;
         tracing::info!("stopped");
         Ok(())
     }

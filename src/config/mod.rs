@@ -14,6 +14,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::{DEFAULT_DATABASE_URL, redact_url};
 
+pub mod sources;
+
+pub use sources::{
+    PbsAccountingSource, SacctSource, SgeAccountingSource, SiteConfig, SlurmRestSource,
+    SourceConfig, SwfSource,
+};
+
 /// The commented example configuration, with every default.
 pub const EXAMPLE: &str = include_str!("example.toml");
 
@@ -31,6 +38,9 @@ pub struct Config {
     pub log: LogConfig,
     /// Trace import.
     pub import: ImportConfig,
+    /// Live sites fed by their schedulers (`[[sites]]`, each with a `[sites.source]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<SiteConfig>,
 }
 
 /// HTTP settings.
@@ -82,6 +92,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             log: LogConfig::default(),
             import: ImportConfig::default(),
+            sites: Vec::new(),
         }
     }
 }
@@ -120,6 +131,7 @@ impl fmt::Debug for Config {
             .field("http", &self.http)
             .field("log", &self.log)
             .field("import", &self.import)
+            .field("sites", &self.sites)
             .finish()
     }
 }
@@ -150,6 +162,14 @@ pub enum ConfigError {
         name: &'static str,
         /// Its value.
         value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A site's setting breaks a rule its type cannot state.
+    #[error("invalid setting {field}: {reason}")]
+    InvalidSite {
+        /// The setting, as a TOML path (`sites[0].source.url`).
+        field: String,
         /// Why it was refused.
         reason: String,
     },
@@ -265,6 +285,8 @@ impl Config {
                 reason: "must be at least 1".into(),
             });
         }
+        sources::validate(&self.sites)
+            .map_err(|(field, reason)| ConfigError::InvalidSite { field, reason })?;
         for origin in &self.http.cors_origins {
             if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {
                 return Err(ConfigError::Invalid {
@@ -357,5 +379,95 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(e.to_string().contains("cors_origins"), "{e}");
+    }
+
+    #[test]
+    fn every_source_kind_reads_from_the_commented_example() {
+        // The example's commented sites, uncommented, are a valid configuration.
+        let uncommented: String = EXAMPLE
+            .lines()
+            .skip_while(|l| !l.starts_with("# [[sites]]"))
+            .map(|l| l.strip_prefix("# ").unwrap_or(l))
+            .map(|l| match l.split_once("  #") {
+                Some((code, _)) => code.trim_end(),
+                None => l,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c = Config::from_toml(&uncommented, "example").unwrap();
+        c.validate().unwrap();
+        let kinds: Vec<&str> = c.sites.iter().map(|s| s.source.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "slurm_rest",
+                "sacct",
+                "pbs_accounting",
+                "sge_accounting",
+                "swf"
+            ]
+        );
+        let SourceConfig::SlurmRest(s) = &c.sites[0].source else {
+            panic!("{:?}", c.sites[0]);
+        };
+        assert_eq!(s.api_version.as_str(), "v0.0.38");
+        assert_eq!(s.token_env.as_deref(), Some("SLURM_JWT"));
+        let SourceConfig::Sacct(s) = &c.sites[1].source else {
+            panic!("{:?}", c.sites[1]);
+        };
+        assert_eq!(s.command, ["sacct"]);
+    }
+
+    #[test]
+    fn source_defaults_and_errors() {
+        let c = Config::from_toml(
+            "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\n\
+             [[sites]]\nname = \"b\"\n[sites.source]\ntype = \"slurm_rest\"\n\
+             url = \"http://h:6820\"\napi_version = \"v0.0.41\"\nuser = \"u\"\ntoken_file = \"/t\"\n",
+            "x",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.sites[0].source.interval_s(), Some(60));
+        assert_eq!(c.sites[1].source.interval_s(), Some(15));
+        // An unknown key inside a source is named.
+        let e = Config::from_toml(
+            "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\nintervals = 3\n",
+            "x",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("intervals"), "{e}");
+        let e = Config::from_toml(
+            "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"lsf\"\n",
+            "x",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("lsf"), "{e}");
+        // Rules types cannot state.
+        let bad = |text: &str, field: &str| {
+            let e = Config::from_toml(text, "x")
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert!(e.to_string().contains(field), "{e}");
+        };
+        bad(
+            "[[sites]]\nname = \"a b\"\n[sites.source]\ntype = \"swf\"\npath = \"t.swf\"\n",
+            "sites[0].name",
+        );
+        bad(
+            "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"slurm_rest\"\nurl = \"http://h\"\n\
+             api_version = \"v0.0.38\"\nuser = \"u\"\n",
+            "token_env or token_file",
+        );
+        bad(
+            "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\ninterval_s = 0\n",
+            "sites[0].source.interval_s",
+        );
+        bad(
+            "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\n\
+             [[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\n",
+            "configured twice",
+        );
     }
 }

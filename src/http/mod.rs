@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod dashboard;
 pub mod error;
+pub mod ingest;
 pub mod ops;
 pub mod params;
 pub mod sites;
@@ -47,7 +48,9 @@ use error::{ApiError, FieldError, Problem};
         sites::put_site,
         sites::list_queues,
         sites::list_waits,
-        sites::post_jobs,
+        ingest::post_jobs,
+        ingest::list_rejects,
+        ingest::get_ingest,
         ops::get_health,
         ops::get_ready,
         ops::get_metrics,
@@ -55,7 +58,8 @@ use error::{ApiError, FieldError, Problem};
     ),
     components(schemas(Problem, FieldError)),
     tags(
-        (name = "sites", description = "Sites, queues, waits and job records"),
+        (name = "sites", description = "Sites, queues and waits"),
+        (name = "ingest", description = "Job records pushed by sites, records kept aside, sources' health"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
     modifiers(&Conventions)
@@ -131,6 +135,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
     let http = &state.config.http;
     Router::new()
         .merge(sites::router())
+        .merge(ingest::router())
         .merge(ops::router())
         .merge(dashboard::router())
         .fallback(not_found)

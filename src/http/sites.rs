@@ -3,11 +3,11 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
+use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::auth::{Admin, Authorized, Ingest, ReadAccess};
+use super::auth::{Admin, Authorized, ReadAccess};
 use super::error::{ApiError, ApiResult, Problem};
 use super::params::{
     ApiJson, ApiPath, ApiQuery, Fields, format_time, format_walltime, object_only, positive,
@@ -15,8 +15,8 @@ use super::params::{
 };
 use crate::service::{AppState, check_name};
 use crate::store::{
-    Job, JobState, NewJob, NewQueue, NewSite, Queue, QueueStats, Site, SiteKind, StartWindow,
-    Store, last_event,
+    Job, JobState, NewQueue, NewSite, Queue, QueueStats, Site, SiteKind, StartWindow, Store,
+    last_event,
 };
 
 /// The routes of this resource.
@@ -29,7 +29,6 @@ pub fn router<S: Store>() -> Router<AppState<S>> {
             "/v1/sites/{site}/queues/{queue}/waits",
             get(list_waits::<S>),
         )
-        .route("/v1/sites/{site}/jobs", post(post_jobs::<S>))
 }
 
 /// The schema of a [`SiteKind`] (the store's type, serialised by its own serde).
@@ -42,7 +41,7 @@ fn site_kind_schema() -> utoipa::openapi::Object {
 }
 
 /// The schema of a [`JobState`].
-fn job_state_schema() -> utoipa::openapi::Object {
+pub(super) fn job_state_schema() -> utoipa::openapi::Object {
     names_schema(
         "Where the job is in its life",
         JobState::ALL.map(JobState::as_str),
@@ -239,7 +238,8 @@ impl utoipa::PartialSchema for DurationIn {
 impl ToSchema for DurationIn {}
 
 impl DurationIn {
-    fn seconds(&self) -> Result<i64, String> {
+    /// The duration in seconds, or why it is not one.
+    pub fn seconds(&self) -> Result<i64, String> {
         match self {
             DurationIn::Seconds(s) => walltime(&s.to_string()),
             DurationIn::Text(t) => walltime(t),
@@ -273,56 +273,10 @@ pub struct SiteIn {
     pub queues: Vec<QueueIn>,
 }
 
-/// One job record from a scheduler.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(remote = "Self", deny_unknown_fields)]
-pub struct JobIn {
-    /// The scheduler's job id (unique per site).
-    #[schema(min_length = 1, max_length = 128)]
-    pub job_id: String,
-    /// The queue's name (created when new).
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
-    pub queue: String,
-    /// When the job was submitted.
-    #[schema(format = DateTime)]
-    pub submit: String,
-    /// When it started; absent while pending.
-    #[schema(format = DateTime)]
-    pub start: Option<String>,
-    /// When it ended; absent until then.
-    #[schema(format = DateTime)]
-    pub end: Option<String>,
-    /// Requested nodes (or processors).
-    #[schema(minimum = 1, maximum = 100000000)]
-    pub nodes: Option<i64>,
-    /// Requested walltime.
-    pub walltime: Option<DurationIn>,
-    /// Where the job is in its life.
-    #[schema(schema_with = job_state_schema)]
-    pub state: JobState,
-}
-
-/// A batch of job records.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(remote = "Self", deny_unknown_fields)]
-pub struct JobsIn {
-    /// The records, in the order the scheduler reported them.
-    pub jobs: Vec<JobIn>,
-}
-
-object_only!(SiteIn, QueueIn, JobIn, JobsIn);
+object_only!(SiteIn, QueueIn);
 serialize_remote!(SiteIn, QueueIn);
 
-/// What an ingest did.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct JobsOut {
-    /// Records in the request.
-    pub received: usize,
-    /// Records that were new or changed a stored job (the rest were already known).
-    pub changed: usize,
-}
-
-async fn find_site<S: Store>(state: &AppState<S>, name: &str) -> ApiResult<Site> {
+pub(super) async fn find_site<S: Store>(state: &AppState<S>, name: &str) -> ApiResult<Site> {
     state
         .store
         .site(name)
@@ -571,116 +525,5 @@ pub async fn list_waits<S: Store>(
         truncated,
         total,
         jobs: jobs.into_iter().filter_map(wait_view).collect(),
-    }))
-}
-
-/// Job records from a live site's scheduler: new jobs, and news of known ones (a
-/// start, an end). Records identical to what is stored change nothing.
-#[utoipa::path(
-    post, path = "/v1/sites/{site}/jobs", tag = "sites", operation_id = "post_jobs",
-    params(("site" = String, Path, description = "Site name (a live site)")),
-    request_body = JobsIn,
-    responses(
-        (status = 200, description = "What the records changed", body = JobsOut),
-        (status = 404, description = "No such site", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The site is an archive", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-    ),
-    security(("bearer" = []))
-)]
-pub async fn post_jobs<S: Store>(
-    _caller: Authorized<Ingest>,
-    State(state): State<AppState<S>>,
-    ApiPath(site_name): ApiPath<String>,
-    ApiJson(body): ApiJson<JobsIn>,
-) -> ApiResult<axum::Json<JobsOut>> {
-    let site = find_site(&state, &site_name).await?;
-    if site.kind != SiteKind::Live {
-        return Err(ApiError::Conflict(format!(
-            "site {site_name:?} is an archive; records are ingested into live sites"
-        )));
-    }
-    // Parse and check every record before writing any.
-    let mut fields = Fields::new();
-    let mut parsed = Vec::with_capacity(body.jobs.len());
-    for (i, j) in body.jobs.iter().enumerate() {
-        let at = |f: &str| format!("jobs[{i}].{f}");
-        if j.job_id.trim().is_empty() || j.job_id.len() > 128 {
-            fields.refuse(&at("job_id"), "must be 1 to 128 characters");
-        }
-        if let Err(e) = check_name(&j.queue) {
-            fields.refuse(&at("queue"), e);
-        }
-        let submit = fields.req(&at("submit"), Some(j.submit.as_str()), timestamp);
-        let start = fields.opt(&at("start"), j.start.as_deref(), timestamp);
-        let end = fields.opt(&at("end"), j.end.as_deref(), timestamp);
-        let nodes = j
-            .nodes
-            .and_then(|n| fields.opt(&at("nodes"), Some(&n.to_string()), super::params::nodes));
-        let walltime_s = j.walltime.as_ref().and_then(|w| {
-            w.seconds()
-                .map_err(|e| fields.refuse(&at("walltime"), e))
-                .ok()
-        });
-        if let (Some(s), Some(st)) = (submit, start)
-            && st < s
-        {
-            fields.refuse(&at("start"), "must not be before submit");
-        }
-        if let (Some(st), Some(e)) = (start, end)
-            && e < st
-        {
-            fields.refuse(&at("end"), "must not be before start");
-        }
-        if let Some(submit) = submit {
-            parsed.push((j, submit, start, end, nodes, walltime_s));
-        }
-    }
-    fields.finish()?;
-
-    let mut queues: std::collections::HashMap<&str, Queue> = std::collections::HashMap::new();
-    let mut records = Vec::with_capacity(parsed.len());
-    for (j, submit, start, end, nodes, walltime_s) in parsed {
-        if !queues.contains_key(j.queue.as_str()) {
-            let q = state
-                .store
-                .upsert_queue(
-                    site.id,
-                    &NewQueue {
-                        name: j.queue.clone(),
-                        max_walltime_s: None,
-                        max_nodes: None,
-                    },
-                )
-                .await?;
-            queues.insert(j.queue.as_str(), q);
-        }
-        records.push(NewJob {
-            site_id: site.id,
-            queue_id: queues[j.queue.as_str()].id,
-            job_id: j.job_id.trim().to_string(),
-            submit_time: submit,
-            start_time: start,
-            end_time: end,
-            nodes,
-            walltime_s,
-            state: j.state,
-        });
-    }
-    let changed = state.store.upsert_jobs(&records).await?;
-    // The predictor seam: each queue's predictor hears of what changed, in arrival order.
-    for queue in queues.values() {
-        let of_queue: Vec<Job> = changed
-            .iter()
-            .filter(|j| j.queue_id == queue.id)
-            .cloned()
-            .collect();
-        if !of_queue.is_empty() {
-            state.predictors.observe(&site, queue, &of_queue);
-        }
-    }
-    Ok(axum::Json(JobsOut {
-        received: body.jobs.len(),
-        changed: changed.len(),
     }))
 }

@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod import;
+pub mod ingest;
 pub mod metrics;
 pub mod predictors;
 pub mod state;

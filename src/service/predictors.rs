@@ -1,39 +1,76 @@
-//! The live predictors' seam: one slot per (site, queue), kept in memory, rebuilt from
-//! the store at start-up and fed as records arrive.
+//! The live predictors: one QBETS [`QueuePredictor`] per (site, queue), kept in
+//! memory, rebuilt from the store at start-up and fed as records arrive.
 //!
-//! The QBETS engine (`src/engine`, issue 2) plugs in here in issue 4's part 2: each
-//! [`QueueSlot`] then holds an engine, [`Predictors::rebuild`] hands it every stored
-//! job in rebuild order (submit time, then arrival — the replay's order), and
-//! [`Predictors::observe`] hands it each job the ingest path inserted or changed.
-//! Until then a slot records only what the rebuild and the archive's "as of" need: how
-//! many jobs it was handed and the latest event among them.
+//! # What others build on
+//!
+//! Every question is asked by site and queue name and answered *as of* the instant the
+//! site speaks for — an archive site (imported from a trace) as of its last record, a
+//! live site as of now (the service's injected [`Clock`], or the site's own clock set
+//! with [`Predictors::set_site_clock`], as the demo's simulated time). Each answer
+//! comes with that instant (`as_of`, Unix seconds); `None` means the site or queue is
+//! not known.
+//!
+//! - [`Predictors::bound`]: upper level-`c` bound on the `q` quantile of the wait of a
+//!   job of a shape (what `/bound` answers);
+//! - [`Predictors::probability`]: the probability of starting within a deadline;
+//! - [`Predictors::clusters`], [`Predictors::state`]: the queue's service classes and
+//!   its up/maybe-down state;
+//! - [`Predictors::with_predictor`]: any other read of the engine, under the queue's
+//!   read lock, after the predictor has been brought to `as_of`.
+//!
+//! # Feeding
+//!
+//! [`Predictors::rebuild`] walks every stored job of a queue in the store's rebuild
+//! order (submit time, then store id — the trace's order for an import) and hands the
+//! predictor the event stream of qbets.md §6 ([`event_stream`]), exactly as
+//! `qbets replay` does: for the same jobs the predictor ends in the replay's final
+//! state. Jobs that never started are left out, as the replay leaves them out, except
+//! on a live site the ones still waiting (they are pending: censored waits, §7). At
+//! each job's arrival the bound predicted for it (q = C = 0.95, its shape) is recorded
+//! and written back to the store ([`Store::set_bounds`]) when not stored yet.
+//!
+//! [`Predictors::ingest`] is the ingest path: it upserts records and hands the
+//! predictors what changed ([`Predictors::observe`]): a new job is an arrival (and a
+//! start, when it has started), a pending job that started is a start, a pending job
+//! that ended without starting is a departure.
+//!
+//! Engine configuration: the replay's default (`--features all`, binomial method).
 
-use std::collections::HashMap;
-use std::sync::RwLock;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use futures_util::TryStreamExt;
 
-use crate::store::{Job, Queue, REBUILD_PAGE, Site, Store, StoreResult, stream_jobs};
+use crate::engine::{
+    BoundAnswer, ClusterInfo, Config as EngineConfig, EventKind, JobRecord, JobShape,
+    ProbabilityAnswer, QueuePredictor, QueueState, event_stream,
+};
+use crate::store::{
+    Job, JobBound, JobState, NewJob, Queue, REBUILD_PAGE, Site, SiteKind, Store, StoreResult,
+    stream_jobs,
+};
 
-/// What one (site, queue) predictor knows.
+use super::{Clock, SystemClock};
+
+/// The quantile and confidence of the bound recorded at each job's submission.
+pub const SUBMISSION_LEVEL: f64 = 0.95;
+
+/// Live arrivals remembered by store id until their bound is surely in the store, so a
+/// record sent twice in quick succession is not a second arrival.
+const RECENT_CAP: usize = 65_536;
+
+/// What one (site, queue) predictor has been handed (a summary for logs and tests).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueSlot {
-    /// Jobs handed to this predictor (rebuild and live).
+    /// Jobs handed to this predictor (rebuild and live), whether or not they entered
+    /// its history.
     pub jobs_seen: u64,
     /// Latest submit or start time among them, Unix seconds.
     pub last_event: Option<i64>,
-}
-
-impl QueueSlot {
-    fn feed(&mut self, job: &Job) {
-        self.jobs_seen += 1;
-        let event = job
-            .start_time
-            .unwrap_or(job.submit_time)
-            .max(job.submit_time);
-        self.last_event = Some(self.last_event.map_or(event, |e| e.max(event)));
-    }
+    /// Jobs the predictor holds as pending (arrived, not started).
+    pub pending: usize,
 }
 
 /// How a rebuild went, for the start-up log line.
@@ -43,6 +80,8 @@ pub struct RebuildReport {
     pub queues: usize,
     /// Jobs handed to them.
     pub jobs: u64,
+    /// Bounds at submission computed and written back (jobs that had none stored).
+    pub bounds_recorded: u64,
     /// Wall time of the rebuild.
     pub elapsed: Duration,
 }
@@ -54,16 +93,293 @@ impl RebuildReport {
     }
 }
 
-/// Every predictor of the service, keyed by (site name, queue name).
-#[derive(Debug, Default)]
+/// The engine configuration of every live predictor: the replay's default
+/// (`--features all`, the binomial method).
+pub fn engine_config() -> EngineConfig {
+    EngineConfig::default()
+}
+
+/// No time yet (an empty site or a predictor never advanced).
+const NEVER: i64 = i64::MIN;
+
+/// A queue's predictor and what the ingest path needs to know about its jobs.
+#[derive(Debug)]
+struct Live {
+    predictor: QueuePredictor,
+    /// Jobs arrived and not started, by store id: their submit time and shape as the
+    /// predictor was told (a start or departure must name the same).
+    pending: HashMap<i64, (i64, JobShape)>,
+    /// Store ids of recent live arrivals (see [`RECENT_CAP`]).
+    recent: HashSet<i64>,
+    recent_order: VecDeque<i64>,
+    jobs_seen: u64,
+    last_event: Option<i64>,
+}
+
+impl Live {
+    fn new(config: &EngineConfig) -> Self {
+        Self {
+            predictor: QueuePredictor::new(config.clone())
+                .expect("the default engine configuration is valid"),
+            pending: HashMap::new(),
+            recent: HashSet::new(),
+            recent_order: VecDeque::new(),
+            jobs_seen: 0,
+            last_event: None,
+        }
+    }
+
+    fn saw(&mut self, job: &Job) {
+        self.jobs_seen += 1;
+        let event = job
+            .start_time
+            .unwrap_or(job.submit_time)
+            .max(job.submit_time);
+        self.last_event = Some(self.last_event.map_or(event, |e| e.max(event)));
+    }
+
+    fn remember(&mut self, id: i64) {
+        if self.recent.insert(id) {
+            self.recent_order.push_back(id);
+            if self.recent_order.len() > RECENT_CAP
+                && let Some(old) = self.recent_order.pop_front()
+            {
+                self.recent.remove(&old);
+            }
+        }
+    }
+}
+
+/// One queue: its predictor under a lock, and how far it has been advanced (read
+/// without the lock, so an answer at an instant already reached takes the read lock
+/// only).
+#[derive(Debug)]
+struct QueueEntry {
+    live: RwLock<Live>,
+    advanced_to: AtomicI64,
+}
+
+impl QueueEntry {
+    fn new(live: Live) -> Self {
+        Self {
+            live: RwLock::new(live),
+            advanced_to: AtomicI64::new(NEVER),
+        }
+    }
+
+    /// Runs `f` on the predictor brought to `at`.
+    fn read_at<T>(&self, at: i64, f: impl FnOnce(&QueuePredictor) -> T) -> T {
+        if self.advanced_to.load(Ordering::Acquire) < at {
+            let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+            live.predictor.advance(at);
+            self.advanced_to.fetch_max(at, Ordering::AcqRel);
+            return f(&live.predictor);
+        }
+        let live = self.live.read().unwrap_or_else(|p| p.into_inner());
+        f(&live.predictor)
+    }
+}
+
+/// One site: its kind, the instant an archive speaks for, its queues.
+struct SiteEntry {
+    kind: SiteKind,
+    /// Latest submit or start time of any of its jobs ([`NEVER`] when none).
+    last_event: AtomicI64,
+    /// The site's own clock, when it is not the service's (the demo's simulated time).
+    clock: RwLock<Option<Arc<dyn Clock>>>,
+    queues: RwLock<HashMap<String, Arc<QueueEntry>>>,
+}
+
+impl SiteEntry {
+    fn new(kind: SiteKind) -> Self {
+        Self {
+            kind,
+            last_event: AtomicI64::new(NEVER),
+            clock: RwLock::new(None),
+            queues: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn saw(&self, job: &Job) {
+        let event = job
+            .start_time
+            .unwrap_or(job.submit_time)
+            .max(job.submit_time);
+        self.last_event.fetch_max(event, Ordering::AcqRel);
+    }
+
+    fn queue(&self, name: &str) -> Option<Arc<QueueEntry>> {
+        self.queues
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
+/// Every predictor of the service, by site and queue name.
 pub struct Predictors {
-    slots: RwLock<HashMap<(String, String), QueueSlot>>,
+    config: EngineConfig,
+    clock: Arc<dyn Clock>,
+    sites: RwLock<HashMap<String, Arc<SiteEntry>>>,
+}
+
+impl std::fmt::Debug for Predictors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Predictors")
+            .field("queues", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Predictors {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A job as the engine sees it: a record, or `None` when the predictor never hears of
+/// it — on an archive site, a job without a start (the replay drops jobs without a
+/// wait, qbets.md §6). On a live site a job that left the queue without starting is an
+/// arrival and a departure (returned with the departure's time), as the ingest path
+/// saw it.
+fn record_of(job: &Job, kind: SiteKind) -> Option<(JobRecord, Option<i64>)> {
+    let start = job.start_time.filter(|&s| s >= job.submit_time);
+    let record = JobRecord {
+        submit: job.submit_time,
+        start,
+        shape: shape_of(job),
+    };
+    match (start, kind) {
+        (Some(_), _) => Some((record, None)),
+        (None, SiteKind::Live) if waiting(job) => Some((record, None)),
+        (None, SiteKind::Live) => Some((record, Some(departure_time(job, job.submit_time)))),
+        (None, SiteKind::Archive) => None,
+    }
+}
+
+/// When a job submitted at `submit` left the queue without starting: its end, else
+/// its submission.
+fn departure_time(job: &Job, submit: i64) -> i64 {
+    job.end_time.unwrap_or(submit).max(submit)
+}
+
+/// Whether a job without a start is still in the queue.
+fn waiting(job: &Job) -> bool {
+    job.start_time.is_none()
+        && !matches!(
+            job.state,
+            JobState::Completed | JobState::Failed | JobState::Cancelled
+        )
+}
+
+/// The engine's shape of a job (0 for what is not known, as the replay does).
+pub fn shape_of(job: &Job) -> JobShape {
+    JobShape {
+        nodes: job.nodes.map_or(0, |n| n.max(0) as u64),
+        walltime_s: job.walltime_s.map_or(0, |w| w.max(0) as u64),
+    }
+}
+
+fn job_bound(id: i64, a: &BoundAnswer) -> JobBound {
+    JobBound {
+        id,
+        bound_s: a.bound_s.map(|b| i64::try_from(b).unwrap_or(i64::MAX)),
+        status: a.status.name().to_string(),
+    }
+}
+
+/// One event of a batch handed to a predictor.
+#[derive(Debug, Clone, Copy)]
+enum Feed {
+    /// The job at this index arrives (and is asked its bound when `record`).
+    Arrival { i: usize, record: bool },
+    /// The job at this index starts.
+    Start(usize),
+    /// The job at this index leaves the queue without starting, at this time.
+    Departure(usize, i64),
+}
+
+/// Feeds `records` to `p` as the §6 event stream; arrivals of jobs with `arrived[i]`
+/// are skipped (the predictor heard of them before). Returns the bounds recorded at
+/// the arrivals marked `record[i]`, by index. Departures (`departs`) are merged in by
+/// time, after the events of the same second.
+fn feed(
+    p: &mut QueuePredictor,
+    records: &[JobRecord],
+    arrived: &[bool],
+    record: &[bool],
+    departs: &[(usize, i64)],
+) -> Vec<(usize, BoundAnswer)> {
+    let mut events: Vec<(i64, Feed)> = event_stream(records)
+        .into_iter()
+        .filter_map(|ev| match ev.kind {
+            EventKind::Arrival if arrived[ev.job] => None,
+            EventKind::Arrival => Some((
+                ev.at,
+                Feed::Arrival {
+                    i: ev.job,
+                    record: record[ev.job],
+                },
+            )),
+            EventKind::Start => Some((ev.at, Feed::Start(ev.job))),
+        })
+        .collect();
+    for &(i, at) in departs {
+        let pos = events.partition_point(|(t, _)| *t <= at);
+        events.insert(pos, (at, Feed::Departure(i, at)));
+    }
+    let mut bounds = Vec::new();
+    for (_, ev) in events {
+        match ev {
+            Feed::Arrival { i, record: want } => {
+                let job = &records[i];
+                if want {
+                    // As the replay asks: pending jobs that outlived their bound by
+                    // now are known first (§7).
+                    p.advance(job.submit);
+                    let a = p.bound(job.submit, job.shape, SUBMISSION_LEVEL, SUBMISSION_LEVEL);
+                    bounds.push((i, a));
+                }
+                p.observe_arrival(job.submit, job.shape);
+            }
+            Feed::Start(i) => {
+                let job = &records[i];
+                if let Some(start) = job.start {
+                    p.observe_start(job.submit, start, job.shape);
+                }
+            }
+            Feed::Departure(i, at) => {
+                let job = &records[i];
+                p.observe_departure(job.submit, at, job.shape);
+            }
+        }
+    }
+    bounds
 }
 
 impl Predictors {
-    /// No predictors (an empty store).
+    /// No predictors (an empty store), on the system clock.
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            config: engine_config(),
+            clock: Arc::new(SystemClock),
+            sites: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The same predictors answering live sites by `clock` (the service's clock;
+    /// [`crate::service::AppState::new`] sets it).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Live site `site` answers by its own `clock` from now on (the demo's simulated
+    /// time) instead of the service's.
+    pub fn set_site_clock(&self, site: &Site, clock: Arc<dyn Clock>) {
+        let entry = self.site_entry(site);
+        *entry.clock.write().unwrap_or_else(|p| p.into_inner()) = Some(clock);
     }
 
     /// Total stored jobs the rebuild will walk (to size a progress bar).
@@ -75,24 +391,43 @@ impl Predictors {
         Ok(total)
     }
 
-    /// Builds every (site, queue) predictor from the store, streaming each queue's jobs
-    /// in rebuild order by keyset pages (memory bounded by one page). `progress` is
-    /// told how many jobs each page held.
+    /// Builds every (site, queue) predictor from the store (see the module's
+    /// documentation), streaming each queue's jobs by keyset pages, and writes back the
+    /// bounds at submission not stored yet. `progress` is told how many jobs each page
+    /// held. Live sites answer by the system clock until [`Predictors::with_clock`].
     pub async fn rebuild<S: Store>(
         store: &S,
         mut progress: impl FnMut(u64),
     ) -> StoreResult<(Self, RebuildReport)> {
         let started = Instant::now();
-        let mut slots = HashMap::new();
+        let this = Self::new();
         let mut jobs = 0u64;
+        let mut queues = 0usize;
+        let mut bounds_recorded = 0u64;
         for summary in store.sites().await? {
             let site = summary.site;
+            let entry = this.site_entry(&site);
             for stats in store.queue_stats(site.id).await? {
-                let mut slot = QueueSlot::default();
+                let mut live = Live::new(&this.config);
+                let mut records = Vec::new();
+                let mut ids = Vec::new();
+                let mut record = Vec::new();
+                let mut departs = Vec::new();
                 let mut stream = std::pin::pin!(stream_jobs(store, stats.queue.id, REBUILD_PAGE));
                 let mut since_report = 0u64;
                 while let Some(job) = stream.try_next().await? {
-                    slot.feed(&job);
+                    live.saw(&job);
+                    entry.saw(&job);
+                    if let Some((r, departs_at)) = record_of(&job, site.kind) {
+                        if let Some(at) = departs_at {
+                            departs.push((records.len(), at));
+                        } else if r.start.is_none() {
+                            live.pending.insert(job.id, (r.submit, r.shape));
+                        }
+                        records.push(r);
+                        ids.push(job.id);
+                        record.push(job.bound_status.is_none());
+                    }
                     since_report += 1;
                     if since_report == REBUILD_PAGE as u64 {
                         progress(since_report);
@@ -100,44 +435,270 @@ impl Predictors {
                     }
                 }
                 progress(since_report);
-                jobs += slot.jobs_seen;
-                slots.insert((site.name.clone(), stats.queue.name), slot);
+                let arrived = vec![false; records.len()];
+                departs.sort_by_key(|&(_, at)| at);
+                let bounds = feed(&mut live.predictor, &records, &arrived, &record, &departs);
+                let bounds: Vec<JobBound> =
+                    bounds.iter().map(|(i, a)| job_bound(ids[*i], a)).collect();
+                for chunk in bounds.chunks(REBUILD_PAGE as usize) {
+                    store.set_bounds(chunk).await?;
+                }
+                bounds_recorded += bounds.len() as u64;
+                jobs += live.jobs_seen;
+                queues += 1;
+                entry
+                    .queues
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(stats.queue.name, Arc::new(QueueEntry::new(live)));
             }
         }
         let report = RebuildReport {
-            queues: slots.len(),
+            queues,
             jobs,
+            bounds_recorded,
             elapsed: started.elapsed(),
         };
-        Ok((
-            Self {
-                slots: RwLock::new(slots),
-            },
-            report,
-        ))
+        Ok((this, report))
+    }
+
+    /// The ingest path: stores `records` (inserting new jobs, updating known ones) and
+    /// hands the predictors of `queues` (the records' queues, of `site`) what changed,
+    /// writing back the bounds predicted at the new jobs' submission. Returns the
+    /// stored jobs that were inserted or changed.
+    pub async fn ingest<S: Store>(
+        &self,
+        store: &S,
+        site: &Site,
+        queues: &[Queue],
+        records: &[NewJob],
+    ) -> StoreResult<Vec<Job>> {
+        let changed = store.upsert_jobs(records).await?;
+        let mut bounds = Vec::new();
+        for queue in queues {
+            let of_queue: Vec<Job> = changed
+                .iter()
+                .filter(|j| j.queue_id == queue.id)
+                .cloned()
+                .collect();
+            if !of_queue.is_empty() {
+                bounds.extend(self.observe(site, queue, &of_queue));
+            }
+        }
+        store.set_bounds(&bounds).await?;
+        Ok(changed)
     }
 
     /// Hands a predictor the jobs the ingest path inserted or changed (the store's
-    /// answer to [`Store::upsert_jobs`]), in arrival order.
-    pub fn observe(&self, site: &Site, queue: &Queue, jobs: &[Job]) {
-        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
-        let slot = slots
-            .entry((site.name.clone(), queue.name.clone()))
-            .or_default();
+    /// answer to [`Store::upsert_jobs`]), and returns the bounds predicted at the new
+    /// jobs' submission, for the caller to store ([`Predictors::ingest`] does both).
+    pub fn observe(&self, site: &Site, queue: &Queue, jobs: &[Job]) -> Vec<JobBound> {
+        let entry = self.site_entry(site);
+        let q = {
+            let mut queues = entry.queues.write().unwrap_or_else(|p| p.into_inner());
+            queues
+                .entry(queue.name.clone())
+                .or_insert_with(|| Arc::new(QueueEntry::new(Live::new(&self.config))))
+                .clone()
+        };
+        let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
+        let mut records = Vec::new();
+        let mut ids = Vec::new();
+        let mut arrived = Vec::new();
+        let mut record = Vec::new();
+        let mut departs = Vec::new();
         for job in jobs {
-            slot.feed(job);
+            live.saw(job);
+            entry.saw(job);
+            if let Some(&(submit, shape)) = live.pending.get(&job.id) {
+                // Heard of as pending: now a start, a departure, or nothing new.
+                let start = job.start_time.filter(|&s| s >= submit);
+                if start.is_some() || !waiting(job) {
+                    live.pending.remove(&job.id);
+                    let i = records.len();
+                    records.push(JobRecord {
+                        submit,
+                        start,
+                        shape,
+                    });
+                    ids.push(job.id);
+                    arrived.push(true);
+                    record.push(false);
+                    if start.is_none() {
+                        departs.push((i, departure_time(job, submit)));
+                    }
+                }
+                continue;
+            }
+            let known = job.bound_status.is_some() || live.recent.contains(&job.id);
+            if known {
+                // Heard of before and no longer pending: a started job's later change.
+                continue;
+            }
+            if let Some((r, departs_at)) = record_of(job, site.kind) {
+                if let Some(at) = departs_at {
+                    departs.push((records.len(), at));
+                } else if r.start.is_none() {
+                    live.pending.insert(job.id, (r.submit, r.shape));
+                }
+                live.remember(job.id);
+                records.push(r);
+                ids.push(job.id);
+                arrived.push(false);
+                record.push(true);
+            }
+        }
+        if records.is_empty() {
+            return Vec::new();
+        }
+        let bounds = feed(&mut live.predictor, &records, &arrived, &record, &departs);
+        bounds.iter().map(|(i, a)| job_bound(ids[*i], a)).collect()
+    }
+
+    fn site_entry(&self, site: &Site) -> Arc<SiteEntry> {
+        if let Some(e) = self
+            .sites
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&site.name)
+        {
+            return e.clone();
+        }
+        self.sites
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(site.name.clone())
+            .or_insert_with(|| Arc::new(SiteEntry::new(site.kind)))
+            .clone()
+    }
+
+    fn find(&self, site: &str, queue: &str) -> Option<(Arc<SiteEntry>, Arc<QueueEntry>)> {
+        let s = self
+            .sites
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(site)?
+            .clone();
+        let q = s.queue(queue)?;
+        Some((s, q))
+    }
+
+    fn as_of_entry(&self, site: &SiteEntry) -> i64 {
+        match site.kind {
+            SiteKind::Archive => match site.last_event.load(Ordering::Acquire) {
+                NEVER => 0,
+                t => t,
+            },
+            SiteKind::Live => match &*site.clock.read().unwrap_or_else(|p| p.into_inner()) {
+                Some(c) => c.now(),
+                None => self.clock.now(),
+            },
         }
     }
 
-    /// A copy of one predictor's state.
+    /// The instant a known site's answers speak for: an archive's last record, a live
+    /// site's now (its own clock when it has one).
+    pub fn as_of(&self, site: &str) -> Option<i64> {
+        let s = self
+            .sites
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(site)?
+            .clone();
+        Some(self.as_of_entry(&s))
+    }
+
+    /// Runs `f` on the predictor of (`site`, `queue`) brought to the instant the site
+    /// speaks for, which `f` is given too. `None` when the queue is not known. `f` runs
+    /// under the queue's read lock: keep it short.
+    pub fn with_predictor<T>(
+        &self,
+        site: &str,
+        queue: &str,
+        f: impl FnOnce(&QueuePredictor, i64) -> T,
+    ) -> Option<T> {
+        let (s, q) = self.find(site, queue)?;
+        let as_of = self.as_of_entry(&s);
+        Some(q.read_at(as_of, |p| f(p, as_of)))
+    }
+
+    /// Upper level-`c` bound on the `q` quantile of the wait of a job of `shape`
+    /// submitted at the site's `as_of` (returned with the answer, also in its `at`).
+    pub fn bound(
+        &self,
+        site: &str,
+        queue: &str,
+        shape: JobShape,
+        q: f64,
+        c: f64,
+    ) -> Option<(BoundAnswer, i64)> {
+        self.with_predictor(site, queue, |p, at| (p.bound(at, shape, q, c), at))
+    }
+
+    /// The probability, at level `c`, that a job of `shape` submitted at the site's
+    /// `as_of` starts within `deadline_s` seconds.
+    pub fn probability(
+        &self,
+        site: &str,
+        queue: &str,
+        shape: JobShape,
+        deadline_s: u64,
+        c: f64,
+    ) -> Option<(ProbabilityAnswer, i64)> {
+        self.with_predictor(site, queue, |p, at| {
+            (p.probability(at, shape, deadline_s, c), at)
+        })
+    }
+
+    /// The queue's clusters (service classes) with their 0.95/0.95 bounds.
+    pub fn clusters(&self, site: &str, queue: &str) -> Option<(Vec<ClusterInfo>, i64)> {
+        self.with_predictor(site, queue, |p, at| (p.clusters(), at))
+    }
+
+    /// The queue's state (up or maybe down, last release, pending jobs…).
+    pub fn state(&self, site: &str, queue: &str) -> Option<(QueueState, i64)> {
+        self.with_predictor(site, queue, |p, at| (p.state(at), at))
+    }
+
+    /// Every (site, queue) with a predictor, sorted.
+    pub fn queues(&self) -> Vec<(String, String)> {
+        let sites = self.sites.read().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<(String, String)> = sites
+            .iter()
+            .flat_map(|(s, e)| {
+                let names: Vec<String> = e
+                    .queues
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .keys()
+                    .cloned()
+                    .collect();
+                names.into_iter().map(move |q| (s.clone(), q))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// A summary of what one predictor has been handed.
     pub fn slot(&self, site: &str, queue: &str) -> Option<QueueSlot> {
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-        slots.get(&(site.to_string(), queue.to_string())).cloned()
+        let (_, q) = self.find(site, queue)?;
+        let live = q.live.read().unwrap_or_else(|p| p.into_inner());
+        Some(QueueSlot {
+            jobs_seen: live.jobs_seen,
+            last_event: live.last_event,
+            pending: live.pending.len(),
+        })
     }
 
     /// How many predictors there are.
     pub fn len(&self) -> usize {
-        self.slots.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.sites
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|s| s.queues.read().unwrap_or_else(|p| p.into_inner()).len())
+            .sum()
     }
 
     /// Whether there are none.

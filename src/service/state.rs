@@ -35,12 +35,12 @@ impl<S: Store> Clone for AppState<S> {
 }
 
 impl<S: Store> AppState<S> {
-    /// State for a service on `store`.
+    /// State for a service on `store`; the predictors answer live sites by `clock`.
     pub fn new(store: S, config: Config, predictors: Predictors, clock: Arc<dyn Clock>) -> Self {
         Self {
             store,
             config: Arc::new(config),
-            predictors: Arc::new(predictors),
+            predictors: Arc::new(predictors.with_clock(clock.clone())),
             metrics: Arc::new(Metrics::new()),
             clock,
         }
@@ -51,7 +51,11 @@ impl<S: Store> AppState<S> {
     pub fn as_of(&self, site: &Site, last_event: Option<i64>) -> i64 {
         match site.kind {
             SiteKind::Archive => last_event.unwrap_or(site.created_at),
-            SiteKind::Live => self.clock.now(),
+            // The site's own clock when it has one (the demo's simulated time).
+            SiteKind::Live => self
+                .predictors
+                .as_of(&site.name)
+                .unwrap_or_else(|| self.clock.now()),
         }
     }
 }

@@ -1,10 +1,156 @@
 //! Schedulers we read job records from.
 //!
 //! Each submodule speaks one scheduler's interface. Parsing a response or a log line is a
-//! pure function tested on captured fixtures; talking to the scheduler (HTTP, commands)
-//! lives beside it.
+//! pure function tested on captured fixtures; talking to the scheduler (HTTP, commands,
+//! files) lives beside it. Every source reads into the same [`JobRecord`]s and
+//! [`RecordReject`]s, and implements [`Source`]: one poll from a cursor. The shared
+//! poller (`crate::service::ingest`) owns the interval, timeout, back-off, shutdown and
+//! the durable cursor.
 //!
 //! May import: reqwest, tokio, serde and std (this and `src/submit/` are the only places
-//! that talk to schedulers); never sqlx or axum.
+//! that talk to schedulers), and the store's plain domain types ([`JobState`]); never
+//! sqlx or axum.
 
+pub mod files;
+pub mod pbs;
+pub mod sacct;
+pub mod sge;
+pub mod slurm_poll;
 pub mod slurm_rest;
+
+use std::future::Future;
+use std::time::Duration;
+
+pub use crate::store::JobState;
+
+/// One job as a scheduler reports it, before the store assigns ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    /// The scheduler's job id (unique per site).
+    pub job_id: String,
+    /// The queue (partition) name; created at the site when new.
+    pub queue: String,
+    /// Unix seconds.
+    pub submit_time: i64,
+    /// Unix seconds; `None` while pending (or when the job never ran).
+    pub start_time: Option<i64>,
+    /// Unix seconds, once ended.
+    pub end_time: Option<i64>,
+    /// Requested nodes (or processors), when known.
+    pub nodes: Option<i64>,
+    /// Requested walltime in seconds, when known.
+    pub walltime_s: Option<i64>,
+    /// Where the job is in its life.
+    pub state: JobState,
+}
+
+impl JobRecord {
+    /// The latest event this record tells of (submit, start or end).
+    pub fn last_event(&self) -> i64 {
+        [Some(self.submit_time), self.start_time, self.end_time]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(self.submit_time)
+    }
+}
+
+/// A record that could not be read, with where it was and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordReject {
+    /// Line (or record) number in its source, when it has lines.
+    pub line: Option<i64>,
+    /// The record as received.
+    pub raw: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+/// What one poll read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// Well-formed records.
+    pub records: Vec<JobRecord>,
+    /// Records kept aside.
+    pub rejects: Vec<RecordReject>,
+    /// Where the next poll resumes (`None`: the source keeps no cursor, or it did not
+    /// move).
+    pub cursor: Option<String>,
+    /// Whether more is ready at once (a file or window only partly read): the poller
+    /// polls again without waiting.
+    pub more: bool,
+}
+
+/// Why a poll failed as a whole (a remote down, slow, or answering garbage).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceError(pub String);
+
+impl SourceError {
+    /// An error from any displayable cause.
+    pub fn new(e: impl std::fmt::Display) -> Self {
+        SourceError(e.to_string())
+    }
+}
+
+/// A scheduler interface the shared poller can run.
+pub trait Source: Send + 'static {
+    /// The kind (`slurm_rest`, `sacct`, ...), as in the configuration's `type`.
+    fn kind(&self) -> &'static str;
+
+    /// Time between polls.
+    fn interval(&self) -> Duration;
+
+    /// Longest a poll may take before it counts as failed.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+
+    /// Reads what is new since `cursor` (the last [`Batch::cursor`] stored, `None` the
+    /// first time). `now` is Unix seconds. Returning records already returned before is
+    /// harmless: writes are idempotent.
+    fn poll(
+        &mut self,
+        cursor: Option<String>,
+        now: i64,
+    ) -> impl Future<Output = Result<Batch, SourceError>> + Send;
+}
+
+/// Parses Slurm-style and PBS-style durations: `[D-]HH:MM:SS`, `MM:SS`, or seconds.
+pub fn parse_duration(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let (days, rest) = match t.split_once('-') {
+        Some((d, r)) => (d.parse::<i64>().ok()?, r),
+        None => (0, t),
+    };
+    let parts: Vec<i64> = rest
+        .split(':')
+        .map(|p| p.parse::<i64>().ok().filter(|v| *v >= 0))
+        .collect::<Option<_>>()?;
+    let s = match parts.as_slice() {
+        [s] if days == 0 => *s,
+        [h] => h * 3600,
+        [m, s] if days == 0 => m * 60 + s,
+        [h, m] => h * 3600 + m * 60,
+        [h, m, s] => h * 3600 + m * 60 + s,
+        _ => return None,
+    };
+    Some(days * 86_400 + s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_in_every_form() {
+        assert_eq!(parse_duration("01:00:00"), Some(3600));
+        assert_eq!(parse_duration("1-02:00:00"), Some(93_600));
+        assert_eq!(parse_duration("10:30"), Some(630));
+        assert_eq!(parse_duration("90"), Some(90));
+        assert_eq!(parse_duration("2-12"), Some(216_000));
+        assert_eq!(parse_duration("UNLIMITED"), None);
+        assert_eq!(parse_duration(""), None);
+        assert_eq!(parse_duration("1:2:3:4"), None);
+    }
+}

@@ -14,6 +14,7 @@
 mod common;
 mod postgres;
 mod rows;
+mod sources;
 mod sqlite;
 
 use std::fmt;
@@ -23,6 +24,7 @@ use std::str::FromStr;
 use futures_util::Stream;
 
 pub use postgres::PgStore;
+pub use sources::{SourceProgress, SourceState};
 pub use sqlite::SqliteStore;
 
 /// The database URL used when none is given: an SQLite file in the working directory,
@@ -642,6 +644,36 @@ pub trait Store: Clone + Send + Sync + 'static {
         site_id: i64,
         limit: i64,
     ) -> impl Future<Output = StoreResult<Vec<Reject>>> + Send;
+
+    /// A background source's cursor and health.
+    fn source_state(
+        &self,
+        site_id: i64,
+        source: &str,
+    ) -> impl Future<Output = StoreResult<Option<SourceState>>> + Send;
+
+    /// Every source of a site, by name.
+    fn source_states(
+        &self,
+        site_id: i64,
+    ) -> impl Future<Output = StoreResult<Vec<SourceState>>> + Send;
+
+    /// Records a successful poll: the new cursor (written after the records it covers),
+    /// the counts added, failures reset.
+    fn source_succeeded(
+        &self,
+        progress: &SourceProgress,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Records a failed poll (the cursor stays where it was).
+    fn source_failed(
+        &self,
+        site_id: i64,
+        source: &str,
+        kind: &str,
+        at: i64,
+        error: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
 }
 
 /// Every job of a queue in rebuild order (submit time, then arrival), fetched in

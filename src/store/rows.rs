@@ -219,3 +219,36 @@ pub(super) fn last_per_job(jobs: &[super::NewJob]) -> Vec<&super::NewJob> {
     out.reverse();
     out
 }
+
+#[derive(sqlx::FromRow)]
+pub(super) struct SourceRow {
+    site_id: i64,
+    source: String,
+    kind: String,
+    cursor: Option<String>,
+    last_success_at: Option<i64>,
+    last_error: Option<String>,
+    last_error_at: Option<i64>,
+    consecutive_failures: i64,
+    accepted: i64,
+    rejected: i64,
+    last_record_at: Option<i64>,
+}
+
+impl From<SourceRow> for super::SourceState {
+    fn from(r: SourceRow) -> Self {
+        super::SourceState {
+            site_id: r.site_id,
+            source: r.source,
+            kind: r.kind,
+            cursor: r.cursor,
+            last_success_at: r.last_success_at,
+            last_error: r.last_error,
+            last_error_at: r.last_error_at,
+            consecutive_failures: r.consecutive_failures,
+            accepted: r.accepted,
+            rejected: r.rejected,
+            last_record_at: r.last_record_at,
+        }
+    }
+}

@@ -10,12 +10,14 @@ use sqlx::{Acquire, SqlitePool};
 
 use super::common::{common_store_methods, token_conflict};
 use super::rows::{
-    JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, TokenRow, convert, job_columns,
+    JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow, convert, job_columns,
     last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
 };
+use super::sources::{source_columns, source_store_methods};
 use super::{
     ApiToken, Job, JobBound, JobCursor, NewApiToken, NewJob, NewQueue, NewReject, NewSite, Queue,
-    QueueStats, Reject, Site, SiteSummary, StartWindow, Store, StoreError, StoreResult, db_error,
+    QueueStats, Reject, Site, SiteSummary, SourceProgress, SourceState, StartWindow, Store,
+    StoreError, StoreResult, db_error,
 };
 
 /// Binds a job's nine columns, in the order of the `INSERT` column lists below.
@@ -165,4 +167,5 @@ impl Store for SqliteStore {
     }
 
     common_store_methods!();
+    source_store_methods!();
 }

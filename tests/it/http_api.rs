@@ -339,24 +339,56 @@ async fn live_ingest_updates_jobs_and_answers_as_of_now() {
         "queues are created as records name them"
     );
 
-    // Every bad field of every record is named, and nothing is written.
+    // A bad record is kept aside with every bad field named; the good ones are stored.
     let bad = json!({"jobs": [
         {"job_id": "12", "queue": "batch", "submit": iso(submit), "state": "pending"},
         {"job_id": "13", "queue": "batch", "submit": iso(submit), "start": iso(submit - 1), "walltime": "soon", "nodes": 0, "state": "running"},
     ]});
-    app.json("POST", "/v1/sites/live1/jobs", Some(&admin), &bad)
+    let out = app
+        .json("POST", "/v1/sites/live1/jobs", Some(&admin), &bad)
         .await
-        .invalid(&["jobs[1].nodes", "jobs[1].walltime", "jobs[1].start"]);
+        .json();
+    assert_eq!(
+        (out["changed"].as_i64(), out["rejected"].as_i64()),
+        (Some(1), Some(1)),
+        "{out}"
+    );
+    let mut fields: Vec<&str> = out["rejects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["record"], 1);
+            r["field"].as_str().unwrap()
+        })
+        .collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        ["jobs[1].nodes", "jobs[1].start", "jobs[1].walltime"]
+    );
     let w = app
         .get("/v1/sites/live1/queues/batch/waits", None)
         .await
         .json();
     assert_eq!(w["jobs"].as_array().unwrap().len(), 1);
     let q = app.get("/v1/sites/live1/queues", None).await.json();
-    assert_eq!(q["queues"][0]["jobs"], 1, "job 12 was not written either");
+    assert_eq!(
+        q["queues"][0]["jobs"], 2,
+        "job 12 was written, job 13 was not"
+    );
+    let rejects = app.get("/v1/sites/live1/rejects", None).await.json();
+    assert_eq!(rejects["rejects"].as_array().unwrap().len(), 1, "{rejects}");
+    assert!(
+        rejects["rejects"][0]["raw"]
+            .as_str()
+            .unwrap()
+            .contains("\"13\""),
+        "{rejects}"
+    );
 
-    // Body errors: a wrong type names its path; bad JSON, a wrong media type.
-    let p = app
+    // A record of the wrong type is kept aside too, with serde's reason.
+    let out = app
         .json(
             "POST",
             "/v1/sites/live1/jobs",
@@ -364,8 +396,16 @@ async fn live_ingest_updates_jobs_and_answers_as_of_now() {
             &json!({"jobs": [{"job_id": 5}]}),
         )
         .await
-        .problem(400);
-    assert_eq!(p["errors"][0]["field"], "jobs[0].job_id", "{p}");
+        .json();
+    assert_eq!(out["rejected"], 1, "{out}");
+    assert!(
+        out["rejects"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("invalid type"),
+        "{out}"
+    );
+    // Body errors: bad JSON, a wrong media type, an unknown site.
     app.raw(
         "POST",
         "/v1/sites/live1/jobs",
@@ -546,15 +586,26 @@ async fn bodies_must_be_json_objects() {
         .await
         .problem(400);
     assert!(p["detail"].as_str().unwrap().contains("JSON object"), "{p}");
-    app.raw(
-        "POST",
-        "/v1/sites/live1/jobs",
+    // A push may be an array of records; each must be an object, and one that is not
+    // is kept aside, not read as a record of field values.
+    app.json(
+        "PUT",
+        "/v1/sites/live1",
         Some(&admin),
-        "application/json",
-        "[[]]".into(),
+        &serde_json::json!({}),
     )
-    .await
-    .problem(400);
+    .await;
+    let res = app
+        .raw(
+            "POST",
+            "/v1/sites/live1/jobs",
+            Some(&admin),
+            "application/json",
+            "[[\"7\", \"batch\"]]".into(),
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert_eq!(res.json()["rejected"], 1);
     // Nested too: a queue written as an array of its field values.
     let p = app
         .json(

@@ -1,9 +1,22 @@
-//! The predictors' seam: a rebuild hands each (site, queue) slot every stored job, and
-//! the ingest path hands it what changed.
+//! The live predictors: a rebuild from the store reaches the replay's final state on a
+//! real trace (and records the replay's bound at every submission), and the ingest
+//! path — jobs seen pending, then started — leaves a predictor in the state a rebuild
+//! from the same stored jobs gives.
 
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures_util::TryStreamExt;
 use qbets::config::Config;
-use qbets::service::Predictors;
-use qbets::store::{Job, JobState, NewJob, Store, StoreTask, with_store};
+use qbets::engine::replay::{ReplayOptions, replay};
+use qbets::engine::{JobRecord, JobShape, Status};
+use qbets::service::import::to_job;
+use qbets::service::{FixedClock, Predictors};
+use qbets::store::{
+    Job, JobState, NewJob, NewQueue, NewSite, REBUILD_PAGE, SiteKind, Store, StoreTask,
+    stream_jobs, with_store,
+};
 
 use crate::support::TestDb;
 
@@ -22,28 +35,27 @@ impl StoreTask for Check {
         assert_eq!(express.last_event, Some(946_684_800 + 53));
         assert_eq!(predictors.slot("test", "normal").unwrap().jobs_seen, 2);
         assert!(predictors.slot("test", "nope").is_none());
-
-        // What the ingest path hands over after an upsert.
+        // An archive answers as of its last record (the site's: job 3 started at
+        // +120 s in queue "normal"), whatever the clock says.
+        let (a, as_of) = predictors
+            .bound("test", "express", JobShape::default(), 0.95, 0.95)
+            .unwrap();
+        assert_eq!((a.at, as_of), (946_684_800 + 120, 946_684_800 + 120));
+        assert_eq!(a.status, Status::InsufficientHistory);
+        // Every stored job with a start got its bound at submission.
         let site = store.site("test").await.unwrap().unwrap();
         let queue = store.queue(site.id, "express").await.unwrap().unwrap();
-        let changed: Vec<Job> = store
-            .upsert_jobs(&[NewJob {
-                site_id: site.id,
-                queue_id: queue.id,
-                job_id: "100".into(),
-                submit_time: 946_684_800 + 3_600,
-                start_time: None,
-                end_time: None,
-                nodes: Some(1),
-                walltime_s: Some(60),
-                state: JobState::Pending,
-            }])
+        let jobs: Vec<Job> = stream_jobs(&store, queue.id, 100)
+            .try_collect()
             .await
             .unwrap();
-        predictors.observe(&site, &queue, &changed);
-        let express = predictors.slot("test", "express").unwrap();
-        assert_eq!(express.jobs_seen, 4);
-        assert_eq!(express.last_event, Some(946_684_800 + 3_600));
+        for j in &jobs {
+            assert_eq!(
+                j.bound_status.as_deref(),
+                j.start_time.map(|_| "insufficient_history"),
+                "{j:?}"
+            );
+        }
     }
 }
 
@@ -61,4 +73,294 @@ async fn a_rebuild_hands_every_stored_job_to_its_queue() {
         .await
         .unwrap();
     with_store(db.url(), Check).await.unwrap();
+}
+
+fn trace(name: &str) -> PathBuf {
+    let dir = std::env::var_os("QBETS_TRACES")
+        .expect("QBETS_TRACES must name the traces directory (scripts/test sets it)");
+    let p = PathBuf::from(dir).join(name);
+    assert!(p.is_file(), "missing trace {} (QBETS_TRACES)", p.display());
+    p
+}
+
+/// What the service says about one imported queue, and the bounds it stored.
+struct Service {
+    site: &'static str,
+    queue: String,
+    shapes: Vec<JobShape>,
+}
+
+type Answers = (
+    Vec<qbets::engine::BoundAnswer>,
+    Vec<qbets::engine::ClusterInfo>,
+    qbets::engine::QueueState,
+    i64,
+    Vec<(Option<i64>, Option<String>)>,
+);
+
+impl StoreTask for Service {
+    type Output = Answers;
+    async fn run<S: Store>(self, store: S) -> Answers {
+        let (p, report) = Predictors::rebuild(&store, |_| {}).await.unwrap();
+        assert_eq!(report.bounds_recorded, report.jobs);
+        let bounds = self
+            .shapes
+            .iter()
+            .map(|&s| p.bound(self.site, &self.queue, s, 0.95, 0.95).unwrap().0)
+            .collect();
+        let (clusters, as_of) = p.clusters(self.site, &self.queue).unwrap();
+        let (state, _) = p.state(self.site, &self.queue).unwrap();
+        let site = store.site(self.site).await.unwrap().unwrap();
+        let queue = store.queue(site.id, &self.queue).await.unwrap().unwrap();
+        let stored: Vec<Job> = stream_jobs(&store, queue.id, REBUILD_PAGE)
+            .try_collect()
+            .await
+            .unwrap();
+        let stored = stored
+            .into_iter()
+            .map(|j| (j.bound_s, j.bound_status))
+            .collect();
+        (bounds, clusters, state, as_of, stored)
+    }
+}
+
+/// Issue 4 item 2: one queue of SDSC Blue Horizon imported through the import path;
+/// the rebuilt predictor answers as the replay's final predictor does for the same
+/// jobs, at the archive's last record, and the bound stored for each job is the one
+/// the replay predicted at its submission.
+#[tokio::test]
+async fn an_imported_trace_answers_as_the_replay_does() {
+    let full = qbets::trace::swf::read_file(&trace("SDSC-BLUE-2000-4.2-cln.swf.gz")).unwrap();
+    // Queue 4 ("low"): 18 414 jobs. Header kept, other queues' lines left out.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("blue-low.swf");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    for c in &full.header.comments {
+        writeln!(out, ";{c}").unwrap();
+    }
+    let records: Vec<_> = full.records.iter().filter(|r| r.queue == 4).collect();
+    for r in &records {
+        writeln!(out, "{r}").unwrap();
+    }
+    out.into_inner().unwrap().sync_all().unwrap();
+
+    let db = TestDb::fresh().await;
+    let config = Config {
+        database_url: db.url().to_string(),
+        ..Config::default()
+    };
+    let summary = qbets::cli::import::import_file(&config, "blue", &path)
+        .await
+        .unwrap();
+    assert_eq!(summary.queues.keys().collect::<Vec<_>>(), ["low"]);
+
+    // The replay's input: the queue's jobs with a known wait (qbets.md §6), those the
+    // import stored (it refuses what the schema would, and says so).
+    let base = full.header.unix_start_time.unwrap_or(0);
+    let jobs: Vec<JobRecord> = records
+        .iter()
+        .filter(|r| r.wait().is_some() && to_job(r, 1, 1, base).validate().is_ok())
+        .map(|r| {
+            let j = to_job(r, 1, 1, base);
+            JobRecord {
+                submit: j.submit_time,
+                start: j.start_time,
+                shape: JobShape {
+                    nodes: j.nodes.map_or(0, |n| n as u64),
+                    walltime_s: j.walltime_s.map_or(0, |w| w as u64),
+                },
+            }
+        })
+        .collect();
+    assert!(jobs.len() > 18_000, "{}", jobs.len());
+    let r = replay(&jobs, &ReplayOptions::default(), &mut |_| {}).unwrap();
+    let replayed = &r.predictors[0];
+
+    let shapes = vec![
+        JobShape {
+            nodes: 1,
+            walltime_s: 600,
+        },
+        JobShape {
+            nodes: 8,
+            walltime_s: 3600,
+        },
+        JobShape {
+            nodes: 64,
+            walltime_s: 36_000,
+        },
+        JobShape {
+            nodes: 1024,
+            walltime_s: 129_600,
+        },
+    ];
+    let (bounds, clusters, state, as_of, stored) = with_store(
+        db.url(),
+        Service {
+            site: "blue",
+            queue: "low".into(),
+            shapes: shapes.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    let last = jobs
+        .iter()
+        .flat_map(|j| [Some(j.submit), j.start])
+        .flatten()
+        .max()
+        .unwrap();
+    assert_eq!(as_of, last, "an archive speaks for its last record");
+    for (s, got) in shapes.iter().zip(&bounds) {
+        let want = replayed.bound(as_of, *s, 0.95, 0.95);
+        assert_eq!(got, &want, "shape {s:?}");
+    }
+    assert!(bounds.iter().any(|b| b.status == Status::Ok), "{bounds:?}");
+    assert_eq!(clusters, replayed.clusters());
+    assert!(clusters.len() > 1, "{clusters:?}");
+    assert_eq!(state, replayed.state(as_of));
+
+    // Stored jobs without a wait were never predicted; the others hold the replay's
+    // prediction, in the same (submit, arrival) order.
+    let predicted: Vec<_> = stored.iter().filter(|(_, s)| s.is_some()).collect();
+    assert_eq!(predicted.len(), jobs.len());
+    for (k, ((b, s), want)) in predicted.iter().zip(&r.predictions[0]).enumerate() {
+        assert_eq!(s.as_deref(), Some(want.status.name()), "job {k}");
+        assert_eq!(*b, want.bound_s.map(|v| v as i64), "job {k}");
+    }
+}
+
+/// A live queue fed through the ingest path — each job first seen pending, its start
+/// reported later, some reported twice, one cancelled while pending — ends in the
+/// state a rebuild from the same stored jobs reaches, and every job has its bound at
+/// submission stored once.
+struct LiveFeed;
+
+impl StoreTask for LiveFeed {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        let site = store
+            .upsert_site(&NewSite {
+                name: "live".into(),
+                kind: SiteKind::Live,
+                description: String::new(),
+                time_zone: None,
+            })
+            .await
+            .unwrap();
+        let queue = store
+            .upsert_queue(
+                site.id,
+                &NewQueue {
+                    name: "batch".into(),
+                    max_walltime_s: None,
+                    max_nodes: None,
+                },
+            )
+            .await
+            .unwrap();
+        let t0 = 1_700_000_000;
+        let clock = FixedClock::at(t0);
+        let live = Predictors::new().with_clock(Arc::new(clock.clone()));
+        let job = |k: i64, start: Option<i64>, state: JobState| NewJob {
+            site_id: site.id,
+            queue_id: queue.id,
+            job_id: format!("j{k}"),
+            submit_time: t0 + 60 * k,
+            start_time: start,
+            end_time: None,
+            nodes: Some(1 + k % 16),
+            walltime_s: Some(600 * (1 + k % 5)),
+            state,
+        };
+        // Waits 0..=299 s with a burst of long ones; job 150 is cancelled.
+        let wait = |k: i64| {
+            if (100..120).contains(&k) {
+                5_000
+            } else {
+                (k * 37) % 300
+            }
+        };
+        let n = 400;
+        let mut started = vec![false; n as usize];
+        for k in 0..n {
+            let now = t0 + 60 * k;
+            clock.set(now);
+            let mut batch = vec![job(k, None, JobState::Pending)];
+            for j in 0..k {
+                let s = t0 + 60 * j + wait(j);
+                if j == 150 {
+                    if k == 160 {
+                        batch.push(NewJob {
+                            end_time: Some(now),
+                            ..job(j, None, JobState::Cancelled)
+                        });
+                    }
+                } else if !started[j as usize] && s <= now {
+                    started[j as usize] = true;
+                    batch.push(job(j, Some(s), JobState::Running));
+                } else if started[j as usize] && j % 7 == 0 && k % 10 == 0 {
+                    // A running job reported again, unchanged: nothing new.
+                    batch.push(job(j, Some(s), JobState::Running));
+                }
+            }
+            live.ingest(&store, &site, std::slice::from_ref(&queue), &batch)
+                .await
+                .unwrap();
+        }
+        let now = t0 + 60 * n;
+        clock.set(now);
+        let slot = live.slot("live", "batch").unwrap();
+        let pending = started.iter().filter(|s| !**s).count() - 1; // job 150 left
+        assert_eq!(slot.pending, pending);
+
+        let (rebuilt, report) = Predictors::rebuild(&store, |_| {}).await.unwrap();
+        assert_eq!(report.bounds_recorded, 0, "every bound stored at ingest");
+        let rebuilt = rebuilt.with_clock(Arc::new(clock.clone()));
+        for s in [
+            JobShape {
+                nodes: 1,
+                walltime_s: 600,
+            },
+            JobShape {
+                nodes: 16,
+                walltime_s: 3000,
+            },
+        ] {
+            let a = live.bound("live", "batch", s, 0.95, 0.95).unwrap();
+            assert_eq!(a, rebuilt.bound("live", "batch", s, 0.95, 0.95).unwrap());
+            assert_eq!(a.1, now, "a live site speaks for now");
+            assert_eq!(a.0.status, Status::Ok);
+        }
+        assert_eq!(
+            live.clusters("live", "batch"),
+            rebuilt.clusters("live", "batch")
+        );
+        let (state, _) = live.state("live", "batch").unwrap();
+        assert_eq!(Some((state.clone(), now)), rebuilt.state("live", "batch"));
+        assert_eq!(state.pending, pending);
+        assert_eq!(
+            state.observed,
+            started.iter().filter(|s| **s).count() as u64
+        );
+
+        let jobs: Vec<Job> = stream_jobs(&store, queue.id, 1000)
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(jobs.len(), n as usize);
+        assert!(jobs.iter().all(|j| j.bound_status.is_some()), "{jobs:?}");
+        // The first jobs had no history; later ones got a number.
+        assert_eq!(
+            jobs[0].bound_status.as_deref(),
+            Some("insufficient_history")
+        );
+        assert!(jobs[n as usize - 1].bound_s.is_some());
+    }
+}
+
+#[tokio::test]
+async fn live_ingest_matches_a_rebuild_from_the_same_jobs() {
+    let db = TestDb::fresh().await;
+    with_store(db.url(), LiveFeed).await.unwrap();
 }

@@ -187,7 +187,24 @@ impl TestApp {
 
     /// A configuration adjusted by `adjust`, on a fresh database.
     pub async fn with_config(adjust: impl FnOnce(&mut Config)) -> Self {
-        let db = TestDb::fresh().await;
+        Self::on(TestDb::fresh().await).adjusted(adjust).await
+    }
+
+    /// The default configuration on `db` (to run one story on each backend).
+    pub fn on(db: TestDb) -> PendingApp {
+        PendingApp { db }
+    }
+}
+
+/// A database waiting for its configuration (see [`TestApp::on`]).
+pub struct PendingApp {
+    db: TestDb,
+}
+
+impl PendingApp {
+    /// Builds the application with the configuration adjusted by `adjust`.
+    pub async fn adjusted(self, adjust: impl FnOnce(&mut Config)) -> TestApp {
+        let db = self.db;
         let mut config = Config {
             database_url: db.url().to_string(),
             ..Config::default()
@@ -203,14 +220,16 @@ impl TestApp {
         )
         .await
         .unwrap();
-        Self {
+        TestApp {
             router,
             config,
             clock,
             _db: db,
         }
     }
+}
 
+impl TestApp {
     /// Creates a token of `scope` and returns its secret.
     pub async fn token(&self, name: &str, scope: Scope) -> String {
         with_store(&self.config.database_url, CreateToken(name.into(), scope))

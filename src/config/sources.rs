@@ -1,0 +1,239 @@
+//! `[[sites]]`: the live sites `qbets serve` feeds from schedulers, each with one
+//! `[sites.source]` whose `type` selects the scheduler interface (a `#[serde(tag =
+//! "type")]` enum, one struct per kind, every field documented, defaults from
+//! `const fn`s).
+//!
+//! May import: std, serde, and the pure types of the sources (API versions).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sources::slurm_rest::{ApiVersion, ClientConfig};
+
+/// A live site and where its job records come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteConfig {
+    /// The site's name, as used in URLs: letters, digits, `.`, `_` or `-`.
+    pub name: String,
+    /// Free text about the machine.
+    #[serde(default)]
+    pub description: String,
+    /// IANA zone name of the machine, e.g. `Europe/Paris`.
+    #[serde(default)]
+    pub time_zone: Option<String>,
+    /// Where the records come from.
+    pub source: SourceConfig,
+}
+
+/// One scheduler interface, selected by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SourceConfig {
+    /// Polls slurmrestd: pending, running and finished jobs.
+    SlurmRest(SlurmRestSource),
+    /// Runs `sacct` (locally or through ssh) by time window.
+    Sacct(SacctSource),
+    /// Follows PBS/Torque accounting logs (one file a day).
+    PbsAccounting(PbsAccountingSource),
+    /// Follows the SGE `accounting` file.
+    SgeAccounting(SgeAccountingSource),
+    /// Imports an SWF trace file once.
+    Swf(SwfSource),
+}
+
+impl SourceConfig {
+    /// The kind's name, as written in `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceConfig::SlurmRest(_) => "slurm_rest",
+            SourceConfig::Sacct(_) => "sacct",
+            SourceConfig::PbsAccounting(_) => "pbs_accounting",
+            SourceConfig::SgeAccounting(_) => "sge_accounting",
+            SourceConfig::Swf(_) => "swf",
+        }
+    }
+
+    /// Seconds between polls (`None` for a one-time import).
+    pub fn interval_s(&self) -> Option<u64> {
+        match self {
+            SourceConfig::SlurmRest(s) => Some(s.interval_s),
+            SourceConfig::Sacct(s) => Some(s.interval_s),
+            SourceConfig::PbsAccounting(s) => Some(s.interval_s),
+            SourceConfig::SgeAccounting(s) => Some(s.interval_s),
+            SourceConfig::Swf(_) => None,
+        }
+    }
+}
+
+/// `type = "slurm_rest"`: slurmrestd's job list, polled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmRestSource {
+    /// slurmrestd's base URL, e.g. `http://127.0.0.1:6820`.
+    pub url: String,
+    /// The API version to speak: `v0.0.38` (Slurm 22.05), `v0.0.40`, `v0.0.41`, `v0.0.42`.
+    pub api_version: ApiVersion,
+    /// The Slurm user the token belongs to (`X-SLURM-USER-NAME`).
+    pub user: String,
+    /// Name of the environment variable holding the JWT (exactly one of `token_env`
+    /// and `token_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// A file holding the JWT, re-read at every request (so it can be rotated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// Seconds between polls.
+    #[serde(default = "default_slurm_interval_s")]
+    pub interval_s: u64,
+    /// Seconds one request may take.
+    #[serde(default = "default_timeout_s")]
+    pub timeout_s: u64,
+}
+
+impl SlurmRestSource {
+    /// The REST client's settings.
+    pub fn client(&self) -> ClientConfig {
+        ClientConfig {
+            url: self.url.clone(),
+            api_version: self.api_version,
+            user: self.user.clone(),
+            token_env: self.token_env.clone(),
+            token_file: self.token_file.clone(),
+            timeout_s: self.timeout_s,
+            connect_timeout_s: ClientConfig::default_connect_timeout_s(),
+        }
+    }
+}
+
+/// `type = "sacct"`: Slurm's accounting, read with `sacct --parsable2 --noheader` and a
+/// fixed field list, one time window per run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SacctSource {
+    /// The command and its first arguments, e.g. `["sacct"]` or
+    /// `["ssh", "login1", "sacct"]`; qbets appends its own options.
+    #[serde(default = "default_sacct_command")]
+    pub command: Vec<String>,
+    /// Seconds between runs.
+    #[serde(default = "default_sacct_interval_s")]
+    pub interval_s: u64,
+    /// Longest span of time one run asks for, in seconds (a long catch-up goes in
+    /// several runs).
+    #[serde(default = "default_sacct_window_s")]
+    pub window_s: u64,
+    /// Seconds each run reaches back before the previous run's end, for records that
+    /// reach the accounting database late.
+    #[serde(default = "default_sacct_overlap_s")]
+    pub overlap_s: u64,
+    /// Where the first run starts, in seconds before the service's start.
+    #[serde(default = "default_sacct_backfill_s")]
+    pub backfill_s: u64,
+    /// Seconds one run may take.
+    #[serde(default = "default_timeout_s")]
+    pub timeout_s: u64,
+}
+
+/// `type = "pbs_accounting"`: PBS/Torque accounting logs (`server_priv/accounting/`,
+/// one file a day named `YYYYMMDD`), followed from where the last run stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PbsAccountingSource {
+    /// The directory of daily files.
+    pub dir: PathBuf,
+    /// Seconds between reads.
+    #[serde(default = "default_file_interval_s")]
+    pub interval_s: u64,
+}
+
+/// `type = "sge_accounting"`: the SGE/OGE `accounting` file (colon-separated), followed
+/// from where the last run stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SgeAccountingSource {
+    /// The accounting file, e.g. `$SGE_ROOT/default/common/accounting`.
+    pub path: PathBuf,
+    /// Seconds between reads.
+    #[serde(default = "default_file_interval_s")]
+    pub interval_s: u64,
+}
+
+/// `type = "swf"`: a Standard Workload Format trace, imported once (as `qbets import`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwfSource {
+    /// The trace file (`.swf` or `.swf.gz`).
+    pub path: PathBuf,
+}
+
+const fn default_slurm_interval_s() -> u64 {
+    15
+}
+const fn default_timeout_s() -> u64 {
+    30
+}
+fn default_sacct_command() -> Vec<String> {
+    vec!["sacct".to_string()]
+}
+const fn default_sacct_interval_s() -> u64 {
+    60
+}
+const fn default_sacct_window_s() -> u64 {
+    86_400
+}
+const fn default_sacct_overlap_s() -> u64 {
+    600
+}
+const fn default_sacct_backfill_s() -> u64 {
+    7 * 86_400
+}
+const fn default_file_interval_s() -> u64 {
+    30
+}
+
+/// Checks what types alone cannot; `at` names the site in messages.
+pub fn validate(sites: &[SiteConfig]) -> Result<(), (String, String)> {
+    let mut names = std::collections::HashSet::new();
+    for (i, site) in sites.iter().enumerate() {
+        let at = |f: &str| format!("sites[{i}].{f}");
+        crate::service::check_name(&site.name).map_err(|e| (at("name"), e))?;
+        if !names.insert(site.name.as_str()) {
+            return Err((at("name"), format!("{:?} is configured twice", site.name)));
+        }
+        if site.source.interval_s() == Some(0) {
+            return Err((at("source.interval_s"), "must be at least 1".into()));
+        }
+        match &site.source {
+            SourceConfig::SlurmRest(s) => {
+                s.client()
+                    .token_source()
+                    .map_err(|e| (at("source"), e.to_string()))?;
+                if !(s.url.starts_with("http://") || s.url.starts_with("https://")) {
+                    return Err((
+                        at("source.url"),
+                        format!("{:?} must start with http:// or https://", s.url),
+                    ));
+                }
+                if s.timeout_s == 0 {
+                    return Err((at("source.timeout_s"), "must be at least 1".into()));
+                }
+            }
+            SourceConfig::Sacct(s) => {
+                if s.command.is_empty() || s.command[0].trim().is_empty() {
+                    return Err((at("source.command"), "must name a program".into()));
+                }
+                if s.window_s == 0 || s.timeout_s == 0 {
+                    return Err((
+                        at("source.window_s"),
+                        "window_s and timeout_s must be at least 1".into(),
+                    ));
+                }
+            }
+            SourceConfig::PbsAccounting(_)
+            | SourceConfig::SgeAccounting(_)
+            | SourceConfig::Swf(_) => {}
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,542 @@
+//! Job records pushed by sites, the records kept aside, and the sources' health:
+//! `POST /v1/sites/{site}/jobs`, `GET /v1/sites/{site}/rejects`,
+//! `GET /v1/sites/{site}/ingest`.
+//!
+//! A push is a JSON array of records, an object `{"jobs": [...]}`, or NDJSON (one record
+//! per line, `Content-Type: application/x-ndjson`). Each record is read and checked on
+//! its own: a bad one is kept aside as a reject (raw text and reason, listed by
+//! `…/rejects`) and named in the answer, and the others are stored. Only a body that is
+//! not JSON at all is refused as a whole.
+
+use axum::Router;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::{StatusCode, header};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::auth::{Authorized, Ingest, ReadAccess};
+use super::error::{ApiError, ApiResult, Problem};
+use super::params::{ApiPath, ApiQuery, Fields, format_time, object_only, positive, timestamp};
+use super::sites::{DurationIn, find_site, job_state_schema};
+use crate::service::AppState;
+use crate::service::ingest::ingest;
+use crate::sources::{JobRecord, RecordReject};
+use crate::store::{JobState, SiteKind, SourceProgress, Store};
+
+/// The routes of this resource.
+pub fn router<S: Store>() -> Router<AppState<S>> {
+    Router::new()
+        .route("/v1/sites/{site}/jobs", post(post_jobs::<S>))
+        .route("/v1/sites/{site}/rejects", get(list_rejects::<S>))
+        .route("/v1/sites/{site}/ingest", get(get_ingest::<S>))
+}
+
+/// The source name pushes are recorded under (in rejects and health).
+pub const PUSH_SOURCE: &str = "push";
+
+/// One job record from a scheduler.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct JobIn {
+    /// The scheduler's job id (unique per site).
+    #[schema(min_length = 1, max_length = 128)]
+    pub job_id: String,
+    /// The queue's name (created when new).
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    pub queue: String,
+    /// When the job was submitted.
+    #[schema(format = DateTime)]
+    pub submit: String,
+    /// When it started; absent while pending.
+    #[schema(format = DateTime)]
+    pub start: Option<String>,
+    /// When it ended; absent until then.
+    #[schema(format = DateTime)]
+    pub end: Option<String>,
+    /// Requested nodes (or processors).
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub nodes: Option<i64>,
+    /// Requested walltime.
+    pub walltime: Option<DurationIn>,
+    /// Where the job is in its life.
+    #[schema(schema_with = job_state_schema)]
+    pub state: JobState,
+}
+
+/// A batch of job records, as an object (a bare JSON array of records, or NDJSON, is
+/// accepted too).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct JobsIn {
+    /// The records, in the order the scheduler reported them.
+    pub jobs: Vec<JobIn>,
+}
+
+object_only!(JobIn, JobsIn);
+
+/// A record kept aside.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RecordRejectView {
+    /// Its position in the request: index in the array, or line number (from 1) in
+    /// NDJSON.
+    pub record: usize,
+    /// The offending field's path (e.g. `jobs[2].start`), when one is to blame.
+    pub field: Option<String>,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+/// What a push did.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct JobsOut {
+    /// Records in the request.
+    pub received: usize,
+    /// Records that were new or changed a stored job (the rest were already known).
+    pub changed: usize,
+    /// Records kept aside (see `GET /v1/sites/{site}/rejects`).
+    pub rejected: usize,
+    /// Each record kept aside, and why.
+    pub rejects: Vec<RecordRejectView>,
+}
+
+/// The body of a push: the records as raw JSON values, each with its position.
+pub struct PushBody {
+    records: Vec<(usize, String, Result<serde_json::Value, String>)>,
+    /// Whether the records sit in `{"jobs": [...]}` (their paths start with `jobs`).
+    wrapped: bool,
+}
+
+fn media_type(req: &Request) -> String {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+impl<S: Send + Sync> FromRequest<S> for PushBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let kind = media_type(&req);
+        let ndjson = matches!(
+            kind.as_str(),
+            "application/x-ndjson"
+                | "application/ndjson"
+                | "application/jsonl"
+                | "application/x-jsonlines"
+        );
+        let json = kind == "application/json"
+            || (kind.starts_with("application/") && kind.ends_with("+json"));
+        if !ndjson && !json {
+            return Err(ApiError::UnsupportedMediaType(
+                "send JSON (Content-Type: application/json) or NDJSON (application/x-ndjson)"
+                    .into(),
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge(
+                        "the request body is larger than this server accepts".into(),
+                    )
+                } else {
+                    ApiError::BadRequest(rejection.body_text())
+                }
+            })?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {e}")))?;
+        if ndjson {
+            let records = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .map(|(i, l)| {
+                    let v = serde_json::from_str(l).map_err(|e| format!("not JSON: {e}"));
+                    (i + 1, l.to_string(), v)
+                })
+                .collect();
+            return Ok(PushBody {
+                records,
+                wrapped: false,
+            });
+        }
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| ApiError::BadRequest(format!("the body is not JSON: {e}")))?;
+        let (items, wrapped) = match value {
+            serde_json::Value::Array(items) => (items, false),
+            serde_json::Value::Object(mut map) => {
+                if let Some(extra) = map.keys().find(|k| *k != "jobs") {
+                    return Err(ApiError::field(
+                        extra.clone(),
+                        "unknown field; expected `jobs`",
+                    ));
+                }
+                match map.remove("jobs") {
+                    Some(serde_json::Value::Array(items)) => (items, true),
+                    Some(_) => return Err(ApiError::field("jobs", "must be an array of records")),
+                    None => return Err(ApiError::field("jobs", "is required")),
+                }
+            }
+            _ => {
+                return Err(ApiError::BadRequest(
+                    "the body must be an array of records, an object {\"jobs\": [...]}, or NDJSON"
+                        .into(),
+                ));
+            }
+        };
+        let records = items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (i, v.to_string(), Ok(v)))
+            .collect();
+        Ok(PushBody { records, wrapped })
+    }
+}
+
+/// Reads and checks one record; `Err` names the fields at fault.
+fn read_record(
+    at: &dyn Fn(&str) -> String,
+    value: serde_json::Value,
+) -> Result<JobRecord, Vec<(Option<String>, String)>> {
+    let j: JobIn = serde_json::from_value(value).map_err(|e| {
+        let msg = e.to_string();
+        vec![(None, msg)]
+    })?;
+    let mut fields = Fields::new();
+    let mut errors = Vec::new();
+    if j.job_id.trim().is_empty() || j.job_id.len() > 128 {
+        errors.push((
+            Some(at("job_id")),
+            "must be 1 to 128 characters".to_string(),
+        ));
+    }
+    if let Err(e) = crate::service::check_name(&j.queue) {
+        errors.push((Some(at("queue")), e));
+    }
+    let submit = fields.req(&at("submit"), Some(j.submit.as_str()), timestamp);
+    let start = fields.opt(&at("start"), j.start.as_deref(), timestamp);
+    let end = fields.opt(&at("end"), j.end.as_deref(), timestamp);
+    let nodes = j
+        .nodes
+        .and_then(|n| fields.opt(&at("nodes"), Some(&n.to_string()), super::params::nodes));
+    let walltime_s = j.walltime.as_ref().and_then(|w| {
+        w.seconds()
+            .map_err(|e| fields.refuse(&at("walltime"), e))
+            .ok()
+    });
+    if let (Some(s), Some(st)) = (submit, start)
+        && st < s
+    {
+        fields.refuse(&at("start"), "must not be before submit");
+    }
+    if let (Some(st), Some(e)) = (start, end)
+        && e < st
+    {
+        fields.refuse(&at("end"), "must not be before start");
+    }
+    if let Err(ApiError::Invalid(list)) = fields.finish() {
+        errors.extend(list.into_iter().map(|f| (Some(f.field), f.detail)));
+    }
+    match submit {
+        Some(submit) if errors.is_empty() => Ok(JobRecord {
+            job_id: j.job_id.trim().to_string(),
+            queue: j.queue,
+            submit_time: submit,
+            start_time: start,
+            end_time: end,
+            nodes,
+            walltime_s,
+            state: j.state,
+        }),
+        _ => Err(errors),
+    }
+}
+
+/// Job records from a live site's scheduler: new jobs, and news of known ones (a
+/// start, an end). Records identical to what is stored change nothing; a bad record is
+/// kept aside (see `…/rejects`) and named in the answer, and the others are stored.
+#[utoipa::path(
+    post, path = "/v1/sites/{site}/jobs", tag = "ingest", operation_id = "post_jobs",
+    params(("site" = String, Path, description = "Site name (a live site)")),
+    request_body(
+        description = "A JSON array of records, an object `{\"jobs\": [...]}`, or NDJSON \
+            (one record per line, Content-Type: application/x-ndjson)",
+        content(
+            (JobsIn = "application/json"),
+            (Vec<JobIn> = "application/x-ndjson"),
+        )
+    ),
+    responses(
+        (status = 200, description = "What the records changed, and those kept aside", body = JobsOut),
+        (status = 404, description = "No such site", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The site is an archive", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn post_jobs<S: Store>(
+    _caller: Authorized<Ingest>,
+    State(state): State<AppState<S>>,
+    ApiPath(site_name): ApiPath<String>,
+    body: PushBody,
+) -> ApiResult<axum::Json<JobsOut>> {
+    let site = find_site(&state, &site_name).await?;
+    if site.kind != SiteKind::Live {
+        return Err(ApiError::Conflict(format!(
+            "site {site_name:?} is an archive; records are ingested into live sites"
+        )));
+    }
+    let received = body.records.len();
+    let mut records = Vec::with_capacity(received);
+    let mut rejects = Vec::new();
+    let mut views = Vec::new();
+    for (n, raw, value) in body.records {
+        let at = |f: &str| {
+            if body.wrapped {
+                format!("jobs[{n}].{f}")
+            } else {
+                format!("[{n}].{f}")
+            }
+        };
+        let result = value
+            .map_err(|e| vec![(None, e)])
+            .and_then(|v| read_record(&at, v));
+        match result {
+            Ok(r) => records.push(r),
+            Err(errors) => {
+                let reason = errors
+                    .iter()
+                    .map(|(f, d)| match f {
+                        Some(f) => format!("{f}: {d}"),
+                        None => d.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                rejects.push(RecordReject {
+                    line: None,
+                    raw: raw.chars().take(4096).collect(),
+                    reason: format!("record {n}: {reason}"),
+                });
+                for (field, reason) in errors {
+                    views.push(RecordRejectView {
+                        record: n,
+                        field,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    let now = state.clock.now();
+    let out = ingest(
+        &state.store,
+        &state.predictors,
+        &site,
+        PUSH_SOURCE,
+        &records,
+        &rejects,
+        now,
+    )
+    .await?;
+    state
+        .store
+        .source_succeeded(&SourceProgress {
+            site_id: site.id,
+            source: PUSH_SOURCE.into(),
+            kind: PUSH_SOURCE.into(),
+            cursor: None,
+            at: now,
+            accepted: out.changed as i64,
+            rejected: out.rejected as i64,
+            last_record_at: out.last_record_at,
+        })
+        .await?;
+    Ok(axum::Json(JobsOut {
+        received,
+        changed: out.changed as usize,
+        rejected: out.rejected as usize,
+        rejects: views,
+    }))
+}
+
+/// Parameters of `…/rejects`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RejectsQuery {
+    /// Most records returned, 1 to 10000 (default 100).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 10000)]
+    pub limit: Option<String>,
+}
+
+/// A record kept aside.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RejectView {
+    /// The store's id (arrival order).
+    pub id: i64,
+    /// Where it came from: a file name, `push`, a source's name.
+    pub source: String,
+    /// Its line in `source`, when it has lines.
+    pub line: Option<i64>,
+    /// The record as received.
+    pub raw: String,
+    /// Why it was refused.
+    pub reason: String,
+    /// When it was received.
+    #[schema(format = DateTime)]
+    pub received: String,
+}
+
+/// A site's rejects.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RejectsResponse {
+    /// The site's name.
+    pub site: String,
+    /// Oldest first.
+    pub rejects: Vec<RejectView>,
+}
+
+/// Records of a site that could not be read or were refused, with the reason: kept,
+/// never dropped silently.
+#[utoipa::path(
+    get, path = "/v1/sites/{site}/rejects", tag = "ingest", operation_id = "list_rejects",
+    params(("site" = String, Path, description = "Site name"), RejectsQuery),
+    responses(
+        (status = 200, description = "The site's rejects, oldest first", body = RejectsResponse),
+        (status = 400, description = "A parameter is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such site", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_rejects<S: Store>(
+    _caller: ReadAccess,
+    State(state): State<AppState<S>>,
+    ApiPath(site_name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<RejectsQuery>,
+) -> ApiResult<axum::Json<RejectsResponse>> {
+    let mut fields = Fields::new();
+    let limit = fields
+        .opt("limit", q.limit.as_deref(), |t| positive(t, 10_000))
+        .unwrap_or(100);
+    fields.finish()?;
+    let site = find_site(&state, &site_name).await?;
+    let rejects = state
+        .store
+        .rejects(site.id, limit)
+        .await?
+        .into_iter()
+        .map(|r| RejectView {
+            id: r.id,
+            source: r.source,
+            line: r.line,
+            raw: r.raw,
+            reason: r.reason,
+            received: format_time(r.received_at),
+        })
+        .collect();
+    Ok(axum::Json(RejectsResponse {
+        site: site.name,
+        rejects,
+    }))
+}
+
+/// How a source is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceStatus {
+    /// The last poll succeeded.
+    Ok,
+    /// The last poll (or more) failed; the source retries with back-off.
+    Failing,
+}
+
+/// One source's health.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SourceHealth {
+    /// The source's name (`push` for pushed records).
+    pub source: String,
+    /// Its kind (`slurm_rest`, `sacct`, `pbs_accounting`, `sge_accounting`, `swf`, `push`).
+    pub kind: String,
+    /// Whether its last poll succeeded.
+    pub status: SourceStatus,
+    /// Last successful poll.
+    #[schema(format = DateTime)]
+    pub last_success: Option<String>,
+    /// The last error (kept after a later success; compare the times).
+    pub last_error: Option<String>,
+    /// When it happened.
+    #[schema(format = DateTime)]
+    pub last_error_at: Option<String>,
+    /// Failed polls since the last success.
+    pub consecutive_failures: i64,
+    /// Records stored (new, or news of a known job).
+    pub accepted: i64,
+    /// Records kept aside.
+    pub rejected: i64,
+    /// Latest event (submit, start or end) among the records read.
+    #[schema(format = DateTime)]
+    pub last_record: Option<String>,
+    /// Seconds since the last successful poll (null before the first).
+    pub lag_s: Option<i64>,
+}
+
+/// The ingest health of a site.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct IngestResponse {
+    /// The site's name.
+    pub site: String,
+    /// When this was answered.
+    #[schema(format = DateTime)]
+    pub as_of: String,
+    /// By name.
+    pub sources: Vec<SourceHealth>,
+}
+
+/// Each source's health: last success, last error, records accepted and rejected, lag.
+#[utoipa::path(
+    get, path = "/v1/sites/{site}/ingest", tag = "ingest", operation_id = "get_ingest",
+    params(("site" = String, Path, description = "Site name")),
+    responses(
+        (status = 200, description = "The site's sources, by name", body = IngestResponse),
+        (status = 404, description = "No such site", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get_ingest<S: Store>(
+    _caller: ReadAccess,
+    State(state): State<AppState<S>>,
+    ApiPath(site_name): ApiPath<String>,
+) -> ApiResult<axum::Json<IngestResponse>> {
+    let site = find_site(&state, &site_name).await?;
+    let now = state.clock.now();
+    let sources = state
+        .store
+        .source_states(site.id)
+        .await?
+        .into_iter()
+        .map(|s| SourceHealth {
+            status: if s.consecutive_failures > 0 {
+                SourceStatus::Failing
+            } else {
+                SourceStatus::Ok
+            },
+            lag_s: s.last_success_at.map(|t| (now - t).max(0)),
+            last_success: s.last_success_at.map(format_time),
+            last_error: s.last_error,
+            last_error_at: s.last_error_at.map(format_time),
+            consecutive_failures: s.consecutive_failures,
+            accepted: s.accepted,
+            rejected: s.rejected,
+            last_record: s.last_record_at.map(format_time),
+            source: s.source,
+            kind: s.kind,
+        })
+        .collect();
+    Ok(axum::Json(IngestResponse {
+        site: site.name,
+        as_of: format_time(now),
+        sources,
+    }))
+}

@@ -1,0 +1,495 @@
+//! The ingest path every source shares, and the poller that runs background sources.
+//!
+//! [`ingest`] writes one batch: queues created as records name them, every record
+//! validated (a failing one is kept aside as a reject with its raw text and reason),
+//! the rest upserted (idempotent: a record identical to the stored job changes
+//! nothing), the predictors told of what changed.
+//!
+//! [`run_source`] is the shared poller: it reads the source's durable cursor, polls
+//! with a timeout, ingests, stores the new cursor *after* the records it covers (a
+//! crash in between repeats an idempotent write), and records health. A failing poll
+//! (remote down, slow, garbage; or the store down) is retried with exponential back-off
+//! and jitter; it never stops the other sources or the API. [`spawn_sources`] starts
+//! one task per configured site.
+//!
+//! May import: the store trait and domain types, the sources, tokio, tracing.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{SiteConfig, SourceConfig};
+use crate::sources::pbs::PbsFollower;
+use crate::sources::sacct::SacctRunner;
+use crate::sources::sge::SgeFollower;
+use crate::sources::slurm_poll::SlurmRestPoller;
+use crate::sources::{Batch, JobRecord, RecordReject, Source, SourceError};
+use crate::store::{
+    NewJob, NewQueue, NewReject, NewSite, Queue, Site, SiteKind, SourceProgress, Store, StoreError,
+};
+
+use super::{Clock, Predictors};
+
+/// What one batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestOutcome {
+    /// Records in the batch that passed validation.
+    pub valid: u64,
+    /// Of those, records that were new or changed a stored job.
+    pub changed: u64,
+    /// Records kept aside (invalid ones, and the source's own rejects).
+    pub rejected: u64,
+    /// Latest event among the valid records.
+    pub last_record_at: Option<i64>,
+}
+
+/// Writes one batch of records for `site` (see the module's description). `source`
+/// names where they came from, in rejects; `now` stamps the rejects.
+pub async fn ingest<S: Store>(
+    store: &S,
+    predictors: &Predictors,
+    site: &Site,
+    source: &str,
+    records: &[JobRecord],
+    rejects: &[RecordReject],
+    now: i64,
+) -> Result<IngestOutcome, StoreError> {
+    let mut out = IngestOutcome::default();
+    let mut kept: Vec<NewReject> = rejects
+        .iter()
+        .map(|r| NewReject {
+            site_id: site.id,
+            source: source.to_string(),
+            line: r.line,
+            raw: r.raw.clone(),
+            reason: r.reason.clone(),
+            received_at: now,
+        })
+        .collect();
+    let mut queues: HashMap<String, Queue> = HashMap::new();
+    let mut jobs = Vec::with_capacity(records.len());
+    for r in records {
+        let queue_ok = super::check_name(&r.queue).map_err(|e| format!("queue: {e}"));
+        if let Err(reason) = queue_ok {
+            kept.push(reject_of(site, source, r, reason, now));
+            continue;
+        }
+        if !queues.contains_key(&r.queue) {
+            let q = store
+                .upsert_queue(
+                    site.id,
+                    &NewQueue {
+                        name: r.queue.clone(),
+                        max_walltime_s: None,
+                        max_nodes: None,
+                    },
+                )
+                .await?;
+            queues.insert(r.queue.clone(), q);
+        }
+        let job = NewJob {
+            site_id: site.id,
+            queue_id: queues[&r.queue].id,
+            job_id: r.job_id.clone(),
+            submit_time: r.submit_time,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            nodes: r.nodes,
+            walltime_s: r.walltime_s,
+            state: r.state,
+        };
+        let checked = job
+            .validate()
+            .and_then(|()| match (r.start_time, r.end_time) {
+                (Some(s), Some(e)) if e < s => {
+                    Err(format!("end_time {e} is before start_time {s}"))
+                }
+                (None, Some(e)) if e < r.submit_time => Err(format!(
+                    "end_time {e} is before submit_time {}",
+                    r.submit_time
+                )),
+                _ => Ok(()),
+            });
+        if let Err(reason) = checked {
+            kept.push(reject_of(site, source, r, reason, now));
+            continue;
+        }
+        out.last_record_at = Some(
+            out.last_record_at
+                .map_or(r.last_event(), |t: i64| t.max(r.last_event())),
+        );
+        jobs.push(job);
+    }
+    out.valid = jobs.len() as u64;
+    if !jobs.is_empty() {
+        // Stored, then each queue's predictor hears of what changed (and the bounds
+        // predicted at the new jobs' submission are written back).
+        let of_records: Vec<Queue> = queues.values().cloned().collect();
+        let changed = predictors.ingest(store, site, &of_records, &jobs).await?;
+        out.changed = changed.len() as u64;
+    }
+    if !kept.is_empty() {
+        store.insert_rejects(&kept).await?;
+    }
+    out.rejected = kept.len() as u64;
+    Ok(out)
+}
+
+fn reject_of(site: &Site, source: &str, r: &JobRecord, reason: String, now: i64) -> NewReject {
+    NewReject {
+        site_id: site.id,
+        source: source.to_string(),
+        line: None,
+        raw: format!("{r:?}"),
+        reason: format!("job {}: {reason}", r.job_id),
+        received_at: now,
+    }
+}
+
+/// Back-off after `failures` consecutive failed polls: the interval doubled per
+/// failure, at most `max`, scaled by `jitter` in [0.5, 1] so that sources failing
+/// together do not retry together.
+pub fn backoff(interval: Duration, failures: u32, max: Duration, jitter: f64) -> Duration {
+    let base = interval
+        .saturating_mul(1u32 << failures.min(16))
+        .min(max)
+        .max(interval.min(max));
+    base.mul_f64(jitter.clamp(0.5, 1.0))
+}
+
+/// Longest wait between retries of a failing source.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Everything a running source needs besides itself.
+pub struct SourceTask<S: Store> {
+    /// The store.
+    pub store: S,
+    /// The live predictors.
+    pub predictors: Arc<Predictors>,
+    /// Now.
+    pub clock: Arc<dyn Clock>,
+    /// The site fed.
+    pub site: Site,
+    /// The source's name at the site (its kind, for configured sources).
+    pub name: String,
+    /// Longest wait between retries of a failing poll ([`MAX_BACKOFF`] in service).
+    pub max_backoff: Duration,
+    /// Completes (changes) when the service stops.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Runs one source until shutdown (see the module's description).
+pub async fn run_source<S: Store, Src: Source>(task: SourceTask<S>, mut source: Src) {
+    let SourceTask {
+        store,
+        predictors,
+        clock,
+        site,
+        name,
+        max_backoff,
+        mut shutdown,
+    } = task;
+    let kind = source.kind();
+    let mut failures: u32 = 0;
+    // A failure the store could not record (the store was the thing down), written
+    // once it answers again so the health shows it.
+    let mut unrecorded: Option<(i64, String)> = None;
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let result = poll_once(
+            &store,
+            &predictors,
+            &*clock,
+            &site,
+            &name,
+            &mut source,
+            &mut unrecorded,
+        )
+        .await;
+        let wait = match result {
+            Ok(more) => {
+                if failures > 0 {
+                    tracing::info!(site = %site.name, source = %name, failures, "source recovered");
+                }
+                failures = 0;
+                if more {
+                    Duration::ZERO
+                } else {
+                    source.interval()
+                }
+            }
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                let at = clock.now();
+                tracing::warn!(site = %site.name, source = %name, kind, failures, error = %e, "source poll failed");
+                if let Err(se) = store.source_failed(site.id, &name, kind, at, &e.0).await {
+                    tracing::warn!(site = %site.name, source = %name, error = %se, "cannot record the source's failure");
+                    unrecorded = Some((at, e.0.clone()));
+                }
+                backoff(
+                    source.interval(),
+                    failures - 1,
+                    max_backoff,
+                    rand::random_range(0.5..=1.0),
+                )
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    tracing::info!(site = %site.name, source = %name, "source stopped");
+}
+
+/// One poll: cursor, read, write, new cursor. `Ok(true)` when more is ready at once.
+async fn poll_once<S: Store, Src: Source>(
+    store: &S,
+    predictors: &Predictors,
+    clock: &dyn Clock,
+    site: &Site,
+    name: &str,
+    source: &mut Src,
+    unrecorded: &mut Option<(i64, String)>,
+) -> Result<bool, SourceError> {
+    let state = store
+        .source_state(site.id, name)
+        .await
+        .map_err(|e| SourceError(format!("store: {e}")))?;
+    let cursor = state.and_then(|s| s.cursor);
+    let now = clock.now();
+    let batch: Batch = tokio::time::timeout(source.timeout(), source.poll(cursor, now))
+        .await
+        .map_err(|_| SourceError(format!("no answer within {:?}", source.timeout())))??;
+    let out = ingest(
+        store,
+        predictors,
+        site,
+        name,
+        &batch.records,
+        &batch.rejects,
+        now,
+    )
+    .await
+    .map_err(|e| SourceError(format!("store: {e}")))?;
+    if let Some((at, error)) = unrecorded.take() {
+        store
+            .source_failed(site.id, name, source.kind(), at, &error)
+            .await
+            .map_err(|e| SourceError(format!("store: {e}")))?;
+    }
+    store
+        .source_succeeded(&SourceProgress {
+            site_id: site.id,
+            source: name.to_string(),
+            kind: source.kind().to_string(),
+            cursor: batch.cursor,
+            at: clock.now(),
+            accepted: out.changed as i64,
+            rejected: out.rejected as i64,
+            last_record_at: out.last_record_at,
+        })
+        .await
+        .map_err(|e| SourceError(format!("store: {e}")))?;
+    tracing::debug!(site = %site.name, source = %name, read = batch.records.len(), changed = out.changed, rejected = out.rejected, "source polled");
+    Ok(batch.more)
+}
+
+/// The background sources of a running service.
+pub struct RunningSources {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningSources {
+    /// Stops every source and waits for them.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// How many sources run.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether none runs.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+}
+
+/// Why a configured source could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The store failed while creating the site.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A source's settings cannot work.
+    #[error("site {site}: {reason}")]
+    Source {
+        /// The site.
+        site: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Creates each configured site (live; an `swf` source's site is an archive) and starts
+/// its source in the background. An SWF trace is imported once, in the background too.
+pub async fn spawn_sources<S: Store>(
+    store: &S,
+    predictors: Arc<Predictors>,
+    clock: Arc<dyn Clock>,
+    sites: &[SiteConfig],
+    batch_size: usize,
+) -> Result<RunningSources, StartError> {
+    let (stop, shutdown) = watch::channel(false);
+    let mut tasks = Vec::new();
+    for cfg in sites {
+        let kind = match cfg.source {
+            SourceConfig::Swf(_) => SiteKind::Archive,
+            _ => SiteKind::Live,
+        };
+        let site = store
+            .upsert_site(&NewSite {
+                name: cfg.name.clone(),
+                kind,
+                description: cfg.description.clone(),
+                time_zone: cfg.time_zone.clone(),
+            })
+            .await?;
+        if site.kind != kind {
+            return Err(StartError::Source {
+                site: cfg.name.clone(),
+                reason: format!(
+                    "the site exists as {} but its source makes it {}",
+                    site.kind.as_str(),
+                    kind.as_str()
+                ),
+            });
+        }
+        let task = SourceTask {
+            store: store.clone(),
+            predictors: predictors.clone(),
+            clock: clock.clone(),
+            site,
+            name: cfg.source.kind().to_string(),
+            max_backoff: MAX_BACKOFF,
+            shutdown: shutdown.clone(),
+        };
+        let bad = |e: SourceError| StartError::Source {
+            site: cfg.name.clone(),
+            reason: e.0,
+        };
+        let secs = Duration::from_secs;
+        let handle = match &cfg.source {
+            SourceConfig::SlurmRest(s) => {
+                let poller = SlurmRestPoller::new(&s.client(), secs(s.interval_s)).map_err(bad)?;
+                tokio::spawn(run_source(task, poller))
+            }
+            SourceConfig::Sacct(s) => tokio::spawn(run_source(
+                task,
+                SacctRunner {
+                    command: s.command.clone(),
+                    interval: secs(s.interval_s),
+                    window_s: s.window_s as i64,
+                    overlap_s: s.overlap_s as i64,
+                    backfill_s: s.backfill_s as i64,
+                    timeout: secs(s.timeout_s),
+                },
+            )),
+            SourceConfig::PbsAccounting(s) => tokio::spawn(run_source(
+                task,
+                PbsFollower {
+                    dir: s.dir.clone(),
+                    interval: secs(s.interval_s),
+                },
+            )),
+            SourceConfig::SgeAccounting(s) => tokio::spawn(run_source(
+                task,
+                SgeFollower {
+                    path: s.path.clone(),
+                    interval: secs(s.interval_s),
+                },
+            )),
+            SourceConfig::Swf(s) => {
+                let store = store.clone();
+                let path = s.path.clone();
+                let site = cfg.name.clone();
+                let now = clock.now();
+                tokio::spawn(async move {
+                    import_swf_once(&store, &site, &path, batch_size, now).await;
+                })
+            }
+        };
+        tasks.push(handle);
+    }
+    Ok(RunningSources { stop, tasks })
+}
+
+/// Imports an SWF trace once (re-importing changes nothing, so a restart is harmless).
+async fn import_swf_once<S: Store>(
+    store: &S,
+    site: &str,
+    path: &std::path::Path,
+    batch_size: usize,
+    now: i64,
+) {
+    let p = path.to_path_buf();
+    let trace = match tokio::task::spawn_blocking(move || crate::trace::swf::read_file(&p)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            tracing::error!(site, path = %path.display(), error = %e, "cannot read the SWF trace");
+            return;
+        }
+        Err(e) => {
+            tracing::error!(site, error = %e, "the SWF reader failed");
+            return;
+        }
+    };
+    let opts = super::import::ImportOptions {
+        site: site.to_string(),
+        source: path.display().to_string(),
+        batch_size,
+        now,
+    };
+    match super::import::import_trace(store, &trace, &opts, |_| {}).await {
+        Ok(s) => tracing::info!(
+            site,
+            records = s.records,
+            inserted = s.inserted,
+            rejected = s.rejected,
+            "SWF trace imported"
+        ),
+        Err(e) => tracing::error!(site, error = %e, "SWF import failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_jitter() {
+        let i = Duration::from_secs(10);
+        let max = Duration::from_secs(300);
+        assert_eq!(backoff(i, 0, max, 1.0), Duration::from_secs(10));
+        assert_eq!(backoff(i, 1, max, 1.0), Duration::from_secs(20));
+        assert_eq!(backoff(i, 3, max, 1.0), Duration::from_secs(80));
+        assert_eq!(backoff(i, 30, max, 1.0), max);
+        assert_eq!(backoff(i, 1, max, 0.5), Duration::from_secs(10));
+        assert_eq!(
+            backoff(i, 1, max, 0.1),
+            Duration::from_secs(10),
+            "jitter is at least half"
+        );
+    }
+}

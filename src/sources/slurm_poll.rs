@@ -1,0 +1,232 @@
+//! The `slurm_rest` source: polls slurmrestd's job list (pending, running and recently
+//! finished jobs) and reads each job into a [`JobRecord`]. A job's wait is known the
+//! moment it starts, so each poll reports starts as they happen; pending jobs are
+//! reported too (the queue length and the censored waits of qbets.md §7).
+//!
+//! slurmctld keeps finished jobs for `MinJobAge` seconds, and every poll reads the
+//! whole list, so a poll after an outage shorter than that catches up by itself; the
+//! cursor is only the time of the last successful listing.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::slurm_rest::{self, ClientConfig, SlurmJob, SlurmRestClient};
+use super::{Batch, JobRecord, JobState, RecordReject, Source, SourceError};
+
+/// The store's job state for a Slurm state.
+pub fn job_state(job: &SlurmJob) -> JobState {
+    use slurm_rest::JobState as S;
+    match &job.state {
+        S::Pending => JobState::Pending,
+        S::Running | S::Suspended => JobState::Running,
+        // Ending: its end is known when Slurm reports it.
+        S::Completing => {
+            if job.end_time.is_some() {
+                JobState::Completed
+            } else {
+                JobState::Running
+            }
+        }
+        S::Completed => JobState::Completed,
+        S::Cancelled => JobState::Cancelled,
+        S::Failed
+        | S::Timeout
+        | S::NodeFail
+        | S::Preempted
+        | S::BootFail
+        | S::Deadline
+        | S::OutOfMemory => JobState::Failed,
+        S::Other(_) => JobState::Unknown,
+    }
+}
+
+/// A Slurm job as a record, or why it cannot be one.
+pub fn to_record(job: &SlurmJob) -> Result<JobRecord, String> {
+    let submit = job
+        .submit_time
+        .ok_or_else(|| format!("job {} has no submit time", job.job_id))?;
+    if job.partition.trim().is_empty() {
+        return Err(format!("job {} has no partition", job.job_id));
+    }
+    // A job Slurm put back in the queue (requeued) has a start from its earlier run;
+    // its wait starts over, and the record says pending until it starts again.
+    let pending = job.state.is_pending();
+    Ok(JobRecord {
+        job_id: job.job_id.to_string(),
+        queue: job.partition.clone(),
+        submit_time: submit,
+        start_time: if pending { None } else { job.start_time },
+        end_time: if pending { None } else { job.end_time },
+        nodes: job.node_count.filter(|n| *n > 0).map(i64::from),
+        walltime_s: job
+            .time_limit_s
+            .filter(|w| *w > 0)
+            .and_then(|w| i64::try_from(w).ok()),
+        state: job_state(job),
+    })
+}
+
+/// Reads a job list into records and rejects. `seen_rejects` keeps the ids (or raw
+/// text) of rejects already reported, so a bad record that stays in Slurm's list is
+/// kept aside once, not at every poll.
+pub fn read_list(list: &slurm_rest::JobList, seen_rejects: &mut HashSet<String>) -> Batch {
+    let mut batch = Batch::default();
+    for job in &list.jobs {
+        match to_record(job) {
+            Ok(r) => batch.records.push(r),
+            Err(reason) => {
+                let raw = serde_json::to_string(job).unwrap_or_default();
+                if seen_rejects.insert(format!("job {}", job.job_id)) {
+                    batch.rejects.push(RecordReject {
+                        line: None,
+                        raw,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    for bad in &list.rejected {
+        let key = match bad.job_id {
+            Some(id) => format!("job {id}"),
+            None => bad.raw.clone(),
+        };
+        if seen_rejects.insert(key) {
+            batch.rejects.push(RecordReject {
+                line: None,
+                raw: bad.raw.clone(),
+                reason: bad.reason.clone(),
+            });
+        }
+    }
+    batch
+}
+
+/// A `slurm_rest` source.
+#[derive(Debug)]
+pub struct SlurmRestPoller {
+    client: SlurmRestClient,
+    interval: Duration,
+    timeout: Duration,
+    seen_rejects: HashSet<String>,
+}
+
+impl SlurmRestPoller {
+    /// A poller with the client these settings describe.
+    pub fn new(config: &ClientConfig, interval: Duration) -> Result<Self, SourceError> {
+        Ok(Self {
+            client: SlurmRestClient::new(config).map_err(SourceError::new)?,
+            interval,
+            // The client's own timeout fires first; this one covers the whole poll.
+            timeout: Duration::from_secs(config.timeout_s.saturating_add(5)),
+            seen_rejects: HashSet::new(),
+        })
+    }
+}
+
+impl Source for SlurmRestPoller {
+    fn kind(&self) -> &'static str {
+        "slurm_rest"
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    async fn poll(&mut self, _cursor: Option<String>, now: i64) -> Result<Batch, SourceError> {
+        let list = self.client.list_jobs().await.map_err(SourceError::new)?;
+        let mut batch = read_list(&list, &mut self.seen_rejects);
+        batch.cursor = Some(now.to_string());
+        Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(state: slurm_rest::JobState) -> SlurmJob {
+        SlurmJob {
+            job_id: 7,
+            name: "x".into(),
+            partition: "debug".into(),
+            user: "root".into(),
+            state,
+            state_flags: vec![],
+            state_reason: None,
+            submit_time: Some(100),
+            eligible_time: Some(100),
+            start_time: Some(130),
+            end_time: Some(190),
+            expected_start_time: None,
+            time_limit_s: Some(600),
+            node_count: Some(1),
+            cpus: Some(2),
+            nodes: Some("n1".into()),
+        }
+    }
+
+    #[test]
+    fn jobs_become_records() {
+        let r = to_record(&job(slurm_rest::JobState::Completed)).unwrap();
+        assert_eq!(
+            (
+                r.submit_time,
+                r.start_time,
+                r.end_time,
+                r.walltime_s,
+                r.nodes
+            ),
+            (100, Some(130), Some(190), Some(600), Some(1))
+        );
+        assert_eq!(r.state, JobState::Completed);
+        assert_eq!(r.queue, "debug");
+        let requeued = to_record(&job(slurm_rest::JobState::Pending)).unwrap();
+        assert_eq!(
+            (requeued.start_time, requeued.state),
+            (None, JobState::Pending)
+        );
+        let timeout = to_record(&job(slurm_rest::JobState::Timeout)).unwrap();
+        assert_eq!(timeout.state, JobState::Failed);
+        let mut none = job(slurm_rest::JobState::Running);
+        none.submit_time = None;
+        assert!(to_record(&none).unwrap_err().contains("no submit time"));
+    }
+
+    #[test]
+    fn captured_lists_of_every_version_read() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm");
+        let mut read = 0;
+        for version in ["v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42"] {
+            let dir = format!("{root}/{version}");
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().to_string();
+                if !name.starts_with("job") || !name.ends_with(".json") {
+                    continue;
+                }
+                let body = std::fs::read(&path).unwrap();
+                let Ok(list) = slurm_rest::model::parse_job_list(&body) else {
+                    continue;
+                };
+                let batch = read_list(&list, &mut HashSet::new());
+                assert_eq!(
+                    batch.records.len() + batch.rejects.len(),
+                    list.jobs.len() + list.rejected.len(),
+                    "{version}/{name}: every job is a record or a reject"
+                );
+                for r in &batch.records {
+                    if let Some(s) = r.start_time {
+                        assert!(s >= r.submit_time, "{version}/{name}: {r:?}");
+                    }
+                }
+                read += batch.records.len();
+            }
+        }
+        assert!(read > 0, "the fixtures hold job lists");
+    }
+}
