@@ -88,6 +88,23 @@ async fn the_dashboard_in_headless_chromium() {
         .map(|q| q["name"].clone())
         .collect();
     assert_eq!(shown, Value::Array(listed));
+    // Ingest health: each source of the site, with the API's counts.
+    let sources = s
+        .wait_for(
+            "the ingest health table",
+            WAIT,
+            r#"return [...document.querySelectorAll('[data-site="demo"] tr[data-source]')]
+                 .map(r => [r.dataset.source, r.cells[4].innerText.replace(/\D/g, '')])"#,
+        )
+        .await;
+    let health = api(&base, "/v1/sites/demo/ingest").await;
+    let want: Vec<Value> = health["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| json!([h["source"], h["accepted"].to_string()]))
+        .collect();
+    assert_eq!(sources, Value::Array(want));
     s.screenshot_page(&shots.join("overview.png")).await;
 
     // Queue page: the waits chart draws the jobs the API returns.
