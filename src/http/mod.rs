@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod bounds;
+pub mod dashboard;
 pub mod error;
 pub mod ingest;
 pub mod ops;
@@ -156,6 +157,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .merge(bounds::router())
         .merge(reservations::router())
         .merge(ops::router())
+        .merge(dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(http.max_body_bytes))

@@ -155,6 +155,11 @@ pub struct WaitsQuery {
     /// Most jobs returned, 1 to 10000 (default 1000).
     #[param(value_type = Option<i64>, minimum = 1, maximum = 10000)]
     pub limit: Option<String>,
+    /// `true`: when the window holds more than `limit` jobs, return `limit` of them
+    /// spread evenly over it (the first and the last included) instead of the first
+    /// `limit` — for charts of long windows (default `false`).
+    #[param(value_type = Option<bool>)]
+    pub thin: Option<String>,
 }
 
 /// Default and largest `limit` of `…/waits`.
@@ -204,8 +209,11 @@ pub struct WaitsResponse {
     /// The instant the site's answers speak for.
     #[schema(format = DateTime)]
     pub as_of: String,
-    /// Whether the window held more jobs than `limit`.
+    /// Whether the window held more jobs than `limit` (then `jobs` holds the first
+    /// `limit`, or with `thin` an even selection).
     pub truncated: bool,
+    /// How many jobs started in the window (counted when `thin` is asked for).
+    pub total: Option<i64>,
     /// By start time.
     pub jobs: Vec<WaitView>,
 }
@@ -512,6 +520,9 @@ pub async fn list_waits<S: Store>(
     let limit = fields
         .opt("limit", q.limit.as_deref(), |t| positive(t, WAITS_LIMIT.1))
         .unwrap_or(WAITS_LIMIT.0);
+    let thin = fields
+        .opt("thin", q.thin.as_deref(), super::params::flag)
+        .unwrap_or(false);
     if let (Some(s), Some(u)) = (since, until)
         && s >= u
     {
@@ -529,20 +540,34 @@ pub async fn list_waits<S: Store>(
     let as_of = state.as_of(&site, last);
     let until = until.unwrap_or(as_of.saturating_add(1));
     let since = since.unwrap_or(until.saturating_sub(86_400));
-    let mut jobs = state
-        .store
-        .jobs_started(
-            queue.id,
-            StartWindow {
-                since,
-                until,
-                // One more than asked tells whether the window was cut short.
-                limit: limit + 1,
-            },
-        )
-        .await?;
-    let truncated = jobs.len() as i64 > limit;
-    jobs.truncate(limit as usize);
+    let window = StartWindow {
+        since,
+        until,
+        limit,
+    };
+    let (jobs, truncated, total) = if thin {
+        let total = state.store.count_started(queue.id, window).await?;
+        let jobs = state
+            .store
+            .jobs_started_thinned(queue.id, window, total)
+            .await?;
+        (jobs, total > limit, Some(total))
+    } else {
+        // One more than asked tells whether the window was cut short.
+        let mut jobs = state
+            .store
+            .jobs_started(
+                queue.id,
+                StartWindow {
+                    limit: limit + 1,
+                    ..window
+                },
+            )
+            .await?;
+        let truncated = jobs.len() as i64 > limit;
+        jobs.truncate(limit as usize);
+        (jobs, truncated, None)
+    };
     Ok(axum::Json(WaitsResponse {
         site: site.name,
         queue: queue.name,
@@ -550,6 +575,7 @@ pub async fn list_waits<S: Store>(
         until: format_time(until),
         as_of: format_time(as_of),
         truncated,
+        total,
         jobs: jobs.into_iter().filter_map(wait_view).collect(),
     }))
 }

@@ -6,6 +6,8 @@
 
 mod bounds;
 mod demo;
+mod browser;
+mod dashboard;
 mod http_api;
 mod import_trace;
 mod ingest;
@@ -19,3 +21,4 @@ mod slurm;
 mod store_story;
 mod support;
 mod varq_generality;
+mod webdriver;

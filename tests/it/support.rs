@@ -261,6 +261,16 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Serves the application on a loopback port (for a real browser) until the test's
+    /// runtime ends; returns its base URL.
+    pub async fn listen(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let router = self.router.clone();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        url
+    }
+
     /// Sends a request to the application.
     pub async fn send(&self, req: Request<Body>) -> TestResponse {
         let res = self.router.clone().oneshot(req).await.unwrap();
