@@ -819,6 +819,7 @@ impl StoreTask for Configured {
             description: String::new(),
             time_zone: None,
             source,
+            submit: None,
         };
         let sites = vec![
             // A log directory that does not exist: this source fails, and only it.
