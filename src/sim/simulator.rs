@@ -871,6 +871,48 @@ mod tests {
     }
 
     #[test]
+    fn cancel_at_replaces_the_cancel_time_and_refuses_the_past() {
+        let mut sim = Simulator::new(SimConfig::new(4, Policy::Easy), 0);
+        let j = |id, cancel_at| SimJob {
+            id,
+            queue: 1,
+            submit: 0,
+            runtime: 100,
+            procs: 4,
+            requested: 100,
+            cancel_at,
+        };
+        // Job 1 runs; its user would stop it at 30, then moves that to 50.
+        sim.submit(j(1, Some(30))).unwrap();
+        // Job 2 waits behind it; stopped at 60 while running.
+        sim.submit(j(2, None)).unwrap();
+        sim.advance(10);
+        assert!(sim.cancel_at(1, 50));
+        assert!(!sim.cancel_at(1, 5), "in the past");
+        assert!(!sim.cancel_at(99, 50), "no such job");
+        let ev = sim.advance(40);
+        assert!(
+            ev.is_empty(),
+            "the replaced cancel time 30 does nothing: {ev:?}"
+        );
+        assert!(sim.cancel_at(2, 60));
+        let mut ev = sim.advance(1000);
+        ev.retain(|e| matches!(e.kind, EventKind::Started | EventKind::Ended { .. }));
+        let got: Vec<_> = ev.iter().map(|e| (e.time, e.job, e.kind)).collect();
+        let cancelled = EventKind::Ended {
+            how: EndKind::CancelledRunning,
+        };
+        assert_eq!(
+            got,
+            [
+                (50, 1, cancelled),
+                (50, 2, EventKind::Started),
+                (60, 2, cancelled)
+            ]
+        );
+    }
+
+    #[test]
     fn events_serialize_flat_for_clients() {
         let e = SimEvent {
             time: 7,
