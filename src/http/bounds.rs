@@ -304,7 +304,9 @@ pub struct BoundsResponse {
     pub bounds: Vec<BoundView>,
 }
 
-/// One query of `POST /v1/bounds`.
+/// One query of `POST /v1/bounds`. Values are checked query by query: a bad one gives
+/// that query's `error` (naming `queries[i].field`), not a refusal of the whole call,
+/// so the schema states the rules in words only.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct BoundQueryIn {
@@ -312,17 +314,26 @@ pub struct BoundQueryIn {
     pub site: String,
     /// The queue's name.
     pub queue: String,
-    /// Requested nodes, at least 1.
-    #[schema(minimum = 1, maximum = 100000000)]
+    /// Requested nodes: at least 1, at most 100000000.
     pub nodes: i64,
-    /// Requested walltime.
+    /// Requested walltime: whole seconds, or `[D-]HH:MM:SS` (1 s to 366 days).
+    #[schema(schema_with = any_duration)]
     pub walltime: DurationIn,
     /// The quantile bounded, strictly between 0 and 1 (default 0.95).
-    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub quantile: Option<f64>,
     /// The confidence, strictly between 0 and 1 (default 0.95).
-    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub confidence: Option<f64>,
+}
+
+/// A duration as whole seconds or text, its rules checked per query.
+fn any_duration() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+    OneOfBuilder::new()
+        .description(Some("Whole seconds, or Slurm's [D-]HH:MM:SS forms"))
+        .item(ObjectBuilder::new().schema_type(Type::Integer))
+        .item(ObjectBuilder::new().schema_type(Type::String))
+        .build()
+        .into()
 }
 
 /// Many bound queries.

@@ -48,7 +48,7 @@ impl Default for DemoOptions {
     fn default() -> Self {
         Self {
             site: "demo".into(),
-            processors: 256,
+            processors: 1024,
             seed: 1,
             speedup: 300.0,
             preroll_s: 14 * 86_400,
