@@ -154,7 +154,10 @@ async function siteCard(site) {
           const r = si < p.shapes.length ? answers[si * QUANTILES.length + qi] : null;
           const td = boundCell(r);
           if (qi === 0) td.classList.add("first");
-          if (si < p.shapes.length) td.title = td.title || `${shapeLabel(p.shapes[si])}, quantile ${QUANTILES[qi]}`;
+          if (si < p.shapes.length) {
+            td.title = td.title || `${shapeLabel(p.shapes[si])}, quantile ${QUANTILES[qi]}`;
+            Object.assign(td.dataset, { nodes: p.shapes[si].nodes, walltimeS: p.shapes[si].walltime_s, quantile: QUANTILES[qi] });
+          }
           cells.push(td);
         }
       }

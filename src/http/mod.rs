@@ -6,6 +6,7 @@
 //! layer and the store's trait and domain types (never SQL).
 
 pub mod auth;
+pub mod bounds;
 pub mod dashboard;
 pub mod error;
 pub mod ingest;
@@ -51,6 +52,11 @@ use error::{ApiError, FieldError, Problem};
         ingest::post_jobs,
         ingest::list_rejects,
         ingest::get_ingest,
+        bounds::get_bound,
+        bounds::get_deadline,
+        bounds::list_clusters,
+        bounds::list_bounds,
+        bounds::post_bounds,
         ops::get_health,
         ops::get_ready,
         ops::get_metrics,
@@ -60,6 +66,7 @@ use error::{ApiError, FieldError, Problem};
     tags(
         (name = "sites", description = "Sites, queues and waits"),
         (name = "ingest", description = "Job records pushed by sites, records kept aside, sources' health"),
+        (name = "predictions", description = "Bounds on queue waits, deadline probabilities, clusters"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
     modifiers(&Conventions)
@@ -136,6 +143,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
     Router::new()
         .merge(sites::router())
         .merge(ingest::router())
+        .merge(bounds::router())
         .merge(ops::router())
         .merge(dashboard::router())
         .fallback(not_found)

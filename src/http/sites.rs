@@ -108,6 +108,26 @@ pub struct QueueView {
     /// Latest submission, RFC 3339.
     #[schema(format = DateTime)]
     pub last_submit: Option<String>,
+    /// `up`, or `maybe_down` when no job has started for unusually long while jobs
+    /// wait (availability inference); as of the site's `as_of`.
+    pub state: QueueStateName,
+    /// Since when the queue may be down (null when up).
+    #[schema(format = DateTime)]
+    pub since: Option<String>,
+    /// Jobs waiting in the queue, as the predictor knows them.
+    pub pending: usize,
+    /// The queue's clusters (service classes) with their 0.95/0.95 bounds.
+    pub clusters: Vec<super::bounds::ClusterInfoView>,
+}
+
+/// A queue's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueStateName {
+    /// Jobs start as usual.
+    Up,
+    /// No job has started for unusually long while jobs wait.
+    MaybeDown,
 }
 
 /// The queues of a site.
@@ -296,15 +316,45 @@ async fn queues_response<S: Store>(
     site: Site,
 ) -> ApiResult<axum::Json<QueuesResponse>> {
     let stats = state.store.queue_stats(site.id).await?;
+    let as_of = state.as_of(&site, last_event(&stats));
+    let queues = stats
+        .into_iter()
+        .map(|q| {
+            state.predictors.register(&site, &q.queue);
+            let (st, clusters) = state
+                .predictors
+                .with_predictor(&site.name, &q.queue.name, |p, at| {
+                    (Some(p.state(at)), p.clusters())
+                })
+                .unwrap_or((None, Vec::new()));
+            queue_view(q, st, clusters)
+        })
+        .collect();
     Ok(axum::Json(QueuesResponse {
-        as_of: format_time(state.as_of(&site, last_event(&stats))),
+        as_of: format_time(as_of),
         site: site.name,
-        queues: stats.into_iter().map(queue_view).collect(),
+        queues,
     }))
 }
 
-fn queue_view(q: QueueStats) -> QueueView {
+fn queue_view(
+    q: QueueStats,
+    st: Option<crate::engine::QueueState>,
+    clusters: Vec<crate::engine::ClusterInfo>,
+) -> QueueView {
+    let down = st.as_ref().and_then(|s| s.down_since);
     QueueView {
+        state: if down.is_some() {
+            QueueStateName::MaybeDown
+        } else {
+            QueueStateName::Up
+        },
+        since: down.map(format_time),
+        pending: st.as_ref().map_or(0, |s| s.pending),
+        clusters: clusters
+            .into_iter()
+            .map(super::bounds::cluster_info_view)
+            .collect(),
         max_walltime: q.queue.max_walltime_s.map(format_walltime),
         name: q.queue.name,
         max_walltime_s: q.queue.max_walltime_s,
@@ -418,7 +468,9 @@ pub async fn put_site<S: Store>(
         )));
     }
     for q in &queues {
-        state.store.upsert_queue(site.id, q).await?;
+        let q = state.store.upsert_queue(site.id, q).await?;
+        // Answers for a queue with no jobs yet, and its limits for site selection.
+        state.predictors.register(&site, &q);
     }
     queues_response(&state, site).await
 }

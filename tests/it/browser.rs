@@ -88,6 +88,40 @@ async fn the_dashboard_in_headless_chromium() {
         .map(|q| q["name"].clone())
         .collect();
     assert_eq!(shown, Value::Array(listed));
+    // Every bound shown is the API's for that shape and quantile.
+    let cells = s
+        .wait_for(
+            "the overview's bounds",
+            WAIT,
+            r#"const c = [...document.querySelectorAll('[data-site="demo"] tr[data-queue] td[data-quantile]')];
+               return c.some(td => td.dataset.boundS) && c.map(td => [td.closest('tr').dataset.queue,
+                 td.dataset.nodes, td.dataset.walltimeS, td.dataset.quantile, td.dataset.boundS || null])"#,
+        )
+        .await;
+    let cells = cells.as_array().unwrap();
+    assert!(cells.len() >= 12, "{cells:?}");
+    for cell in cells {
+        let [queue, nodes, walltime_s, quantile, shown] = cell.as_array().unwrap().as_slice()
+        else {
+            panic!("{cell}")
+        };
+        let answer = api(
+            &base,
+            &format!(
+                "/v1/sites/demo/queues/{}/bound?nodes={}&walltime={}&quantile={}&confidence=0.95",
+                queue.as_str().unwrap(),
+                nodes.as_str().unwrap(),
+                walltime_s.as_str().unwrap(),
+                quantile.as_str().unwrap()
+            ),
+        )
+        .await;
+        let want = answer["bound_s"]
+            .as_i64()
+            .map(|b| Value::String(b.to_string()));
+        assert_eq!(shown, &want.unwrap_or(Value::Null), "{cell} vs {answer}");
+    }
+
     // Ingest health: each source of the site, with the API's counts.
     let sources = s
         .wait_for(
@@ -137,6 +171,60 @@ async fn the_dashboard_in_headless_chromium() {
         )
         .await;
     assert!(refused.as_str().unwrap().contains("nodes"), "{refused}");
+
+    // Asked properly, it shows the API's bounds and deadline probability.
+    s.fill("#nodes", "4").await;
+    s.fill("#walltime", "01:30:00").await;
+    s.fill("#deadline", "00:45:00").await;
+    s.click("#ask").await;
+    let shown = s
+        .wait_for(
+            "the my-job answers",
+            WAIT,
+            r#"const a = [...document.querySelectorAll('#answers [data-quantile]')];
+               const p = document.querySelector('#answers [data-probability]');
+               return a.length === 3 && p && document.getElementById('myjob-error').hidden
+                 && { bounds: a.map(x => [x.dataset.quantile, x.dataset.status, x.dataset.boundS]),
+                      probability: [p.dataset.status, p.dataset.probability] }"#,
+        )
+        .await;
+    let shape = "/v1/sites/demo/queues/normal/bound?nodes=4&walltime=01:30:00&confidence=0.95";
+    let mut want = Vec::new();
+    for q in ["0.5", "0.75", "0.95"] {
+        let b = api(&base, &format!("{shape}&quantile={q}")).await;
+        want.push(json!([
+            q,
+            b["status"],
+            b["bound_s"]
+                .as_i64()
+                .map_or(String::new(), |v| v.to_string())
+        ]));
+    }
+    assert_eq!(shown["bounds"], Value::Array(want));
+    assert_eq!(shown["bounds"][2][1], "ok", "the 0.95 bound has history");
+    let text = http_client()
+        .get(format!(
+            "{base}/v1/sites/demo/queues/normal/deadline?nodes=4&walltime=01:30:00&deadline=00:45:00&confidence=0.95"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let d: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(shown["probability"][0], d["status"]);
+    // serde_json's default float parsing may be one ulp off; compare the digits the
+    // server sent, each read with std's correctly rounded parser, with the page's.
+    let digits = text
+        .split("\"probability\":")
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .unwrap_or_else(|| panic!("no probability in {text}"));
+    let sent: f64 = digits.parse().unwrap();
+    let shown_p: f64 = shown["probability"][1].as_str().unwrap().parse().unwrap();
+    assert_eq!(shown_p.to_bits(), sent.to_bits(), "{shown_p} vs {text}");
+    s.screenshot_page(&shots.join("queue.png")).await;
 
     // The same pages at a phone's width.
     s.resize(412, 915).await;

@@ -230,6 +230,20 @@ impl PendingApp {
 }
 
 impl TestApp {
+    /// Builds the application again on the same database and clock, as a restarted
+    /// server would (the predictors are rebuilt from the store, e.g. after an import).
+    pub async fn restart(&mut self) {
+        self.router = with_store(
+            &self.config.database_url,
+            BuildRouter {
+                config: self.config.clone(),
+                clock: self.clock.clone(),
+            },
+        )
+        .await
+        .unwrap();
+    }
+
     /// Creates a token of `scope` and returns its secret.
     pub async fn token(&self, name: &str, scope: Scope) -> String {
         with_store(&self.config.database_url, CreateToken(name.into(), scope))
