@@ -6,6 +6,7 @@
 //! - [`sim`]: the batch-scheduler simulator and workload models — pure computation.
 //! - [`trace`]: workload trace formats (SWF).
 //! - [`sources`]: schedulers we read job records from (Slurm's REST API).
+//! - [`submit`]: schedulers we submit reservations to (Slurm's REST API).
 //! - [`store`]: storage (SQLite and PostgreSQL) — the only module that speaks SQL.
 //! - [`http`]: the REST API (axum, utoipa) — the only module that knows HTTP.
 //! - [`config`]: the service configuration (TOML layered with environment and flags).
@@ -21,4 +22,5 @@ pub mod service;
 pub mod sim;
 pub mod sources;
 pub mod store;
+pub mod submit;
 pub mod trace;

@@ -38,9 +38,37 @@ pub struct Config {
     pub log: LogConfig,
     /// Trace import.
     pub import: ImportConfig,
+    /// Managed reservations' executor.
+    pub reservations: ReservationsConfig,
     /// Live sites fed by their schedulers (`[[sites]]`, each with a `[sites.source]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<SiteConfig>,
+}
+
+/// Settings of the managed reservations' executor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReservationsConfig {
+    /// Whether this replica runs the executor (several replicas may).
+    pub executor: bool,
+    /// Seconds between executor passes.
+    pub tick_s: u64,
+}
+
+const fn default_executor() -> bool {
+    true
+}
+const fn default_tick_s() -> u64 {
+    5
+}
+
+impl Default for ReservationsConfig {
+    fn default() -> Self {
+        Self {
+            executor: default_executor(),
+            tick_s: default_tick_s(),
+        }
+    }
 }
 
 /// HTTP settings.
@@ -92,6 +120,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             log: LogConfig::default(),
             import: ImportConfig::default(),
+            reservations: ReservationsConfig::default(),
             sites: Vec::new(),
         }
     }
@@ -131,6 +160,7 @@ impl fmt::Debug for Config {
             .field("http", &self.http)
             .field("log", &self.log)
             .field("import", &self.import)
+            .field("reservations", &self.reservations)
             .field("sites", &self.sites)
             .finish()
     }

@@ -25,6 +25,10 @@ pub struct SiteConfig {
     pub time_zone: Option<String>,
     /// Where the records come from.
     pub source: SourceConfig,
+    /// Where managed reservations are submitted (`[sites.submit]`, `type =
+    /// "slurm_rest"`); without it the site takes no managed reservations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit: Option<crate::submit::SubmitConfig>,
 }
 
 /// One scheduler interface, selected by `type`.

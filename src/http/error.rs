@@ -36,6 +36,17 @@ pub struct Problem {
     /// For invalid input: each offending field or parameter and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
+    /// When no reservation plan meets the probability asked for: the best probability
+    /// reachable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_probability: Option<f64>,
+    /// And the submission time that reaches it (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub best_submit_at: Option<String>,
+    /// For a co-allocation: the index of the reservation that cannot be met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<usize>,
 }
 
 /// One offending field or parameter.
@@ -74,6 +85,18 @@ pub enum ApiError {
     MethodNotAllowed,
     /// The request conflicts with stored state (409).
     Conflict(String),
+    /// No reservation plan meets the probability asked for (422): the best reachable,
+    /// when anything was, and for a co-allocation the reservation at fault.
+    NoPlan {
+        /// What was refused and why.
+        detail: String,
+        /// The best probability reachable.
+        best_probability: Option<f64>,
+        /// When (Unix seconds).
+        best_submit_at: Option<i64>,
+        /// The co-allocation's reservation index at fault.
+        reservation: Option<usize>,
+    },
     /// The body is larger than the configured limit (413).
     PayloadTooLarge(String),
     /// The body is not JSON (415).
@@ -98,6 +121,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::NoPlan { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -114,8 +138,26 @@ impl ApiError {
             status: status.as_u16(),
             detail,
             errors: Vec::new(),
+            best_probability: None,
+            best_submit_at: None,
+            reservation: None,
         };
         match self {
+            ApiError::NoPlan {
+                detail,
+                best_probability,
+                best_submit_at,
+                reservation,
+            } => Problem {
+                kind: "urn:qbets:problem:no-plan".into(),
+                title: "No plan meets the probability".into(),
+                status: status.as_u16(),
+                detail: detail.clone(),
+                errors: Vec::new(),
+                best_probability: *best_probability,
+                best_submit_at: best_submit_at.map(crate::service::format_unix),
+                reservation: *reservation,
+            },
             ApiError::Invalid(errors) => Problem {
                 kind: "urn:qbets:problem:invalid-parameters".into(),
                 title: "Invalid parameters".into(),
@@ -126,6 +168,9 @@ impl ApiError {
                     .collect::<Vec<_>>()
                     .join("; "),
                 errors: errors.clone(),
+                best_probability: None,
+                best_submit_at: None,
+                reservation: None,
             },
             ApiError::BadRequest(d)
             | ApiError::NotFound(d)

@@ -12,6 +12,7 @@ pub mod error;
 pub mod ingest;
 pub mod ops;
 pub mod params;
+pub mod reservations;
 pub mod sites;
 
 use std::future::Future;
@@ -57,6 +58,15 @@ use error::{ApiError, FieldError, Problem};
         bounds::list_clusters,
         bounds::list_bounds,
         bounds::post_bounds,
+        reservations::post_varq_plan,
+        reservations::post_covarq_plan,
+        reservations::post_reservation,
+        reservations::list_reservations,
+        reservations::get_reservation,
+        reservations::delete_reservation,
+        reservations::post_coallocation,
+        reservations::get_coallocation,
+        reservations::get_calibration,
         ops::get_health,
         ops::get_ready,
         ops::get_metrics,
@@ -67,6 +77,7 @@ use error::{ApiError, FieldError, Problem};
         (name = "sites", description = "Sites, queues and waits"),
         (name = "ingest", description = "Job records pushed by sites, records kept aside, sources' health"),
         (name = "predictions", description = "Bounds on queue waits, deadline probabilities, clusters"),
+        (name = "reservations", description = "Virtual advance reservations (VARQ), co-allocations (CO-VARQ) and their calibration"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
     modifiers(&Conventions)
@@ -144,6 +155,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .merge(sites::router())
         .merge(ingest::router())
         .merge(bounds::router())
+        .merge(reservations::router())
         .merge(ops::router())
         .merge(dashboard::router())
         .fallback(not_found)
@@ -180,7 +192,7 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 
 fn cors(origins: &[String]) -> CorsLayer {
     let base = CorsLayer::new()
-        .allow_methods([Method::GET, Method::POST, Method::PUT])
+        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]);
     if origins.iter().any(|o| o == "*") {
         base.allow_origin(AllowOrigin::any())

@@ -94,6 +94,34 @@ impl std::fmt::Display for ReservationState {
     }
 }
 
+/// What the placeholder job runs once it holds its nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunMode {
+    /// Hold the allocation until `start_at`, then run the command (the default).
+    #[default]
+    Hold,
+    /// Run the command as soon as the job starts (the zero-overhead mode of §5.3.6).
+    BestEffort,
+}
+
+impl RunMode {
+    /// The name used in the API and the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunMode::Hold => "hold",
+            RunMode::BestEffort => "best_effort",
+        }
+    }
+
+    /// Parses the name used in the API and the store.
+    pub fn parse(s: &str) -> Option<Self> {
+        [RunMode::Hold, RunMode::BestEffort]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+}
+
 /// What the remote scheduler says of the placeholder job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteJob {

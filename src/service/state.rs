@@ -1,11 +1,13 @@
 //! The application state every request handler gets: the store, the configuration,
-//! the live predictors, the metrics registry and the clock.
+//! the live predictors, the metrics registry, the clock and the schedulers reservations
+//! are submitted to.
 
 use std::sync::Arc;
 
 use crate::config::Config;
 use crate::store::{Site, SiteKind, Store};
 
+use super::reservations::Submitters;
 use super::{Clock, Predictors, metrics::Metrics};
 
 /// Shared state of a running service. Cheap to clone (handles and `Arc`s).
@@ -20,6 +22,8 @@ pub struct AppState<S: Store> {
     pub metrics: Arc<Metrics>,
     /// Now, for live sites (fixed in tests).
     pub clock: Arc<dyn Clock>,
+    /// The schedulers reservations are submitted to, by site.
+    pub submitters: Arc<Submitters>,
 }
 
 impl<S: Store> Clone for AppState<S> {
@@ -30,6 +34,7 @@ impl<S: Store> Clone for AppState<S> {
             predictors: self.predictors.clone(),
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
+            submitters: self.submitters.clone(),
         }
     }
 }
@@ -43,7 +48,14 @@ impl<S: Store> AppState<S> {
             predictors: Arc::new(predictors.with_clock(clock.clone())),
             metrics: Arc::new(Metrics::new()),
             clock,
+            submitters: Arc::new(Submitters::new()),
         }
+    }
+
+    /// The same state with these schedulers to submit reservations to.
+    pub fn with_submitters(mut self, submitters: Arc<Submitters>) -> Self {
+        self.submitters = submitters;
+        self
     }
 
     /// The instant a site's answers speak for: an archive's last record (so a 1996

@@ -114,6 +114,8 @@ pub struct SimConfig {
     pub policy: Policy,
     /// Optional priority rank per queue number: lower ranks are served first (e.g.
     /// express 0, normal 1, low 2), FCFS within a rank. Queues not listed rank 0.
+    /// Conservative backfilling gives reservations in arrival order, so there ranks
+    /// only order the compression; `qbets simulate` refuses that combination.
     #[serde(default)]
     pub priority: BTreeMap<i32, i32>,
 }
@@ -406,6 +408,27 @@ impl Simulator {
         Ok(())
     }
 
+    /// Has the user of job `id` stop it at `at`, replacing any cancel time it had: a
+    /// job still waiting then leaves the queue, a running one ends then (reported as
+    /// cancelled while running). How an experiment ends a job whose run time depends on
+    /// when it started (a VARQ job holds its nodes until its deadline, then works).
+    /// Returns false, changing nothing, when no job `id` is in the system or `at` is
+    /// before now or before the job's submit time.
+    pub fn cancel_at(&mut self, id: i64, at: i64) -> bool {
+        let Some(&seq) = self.ids.get(&id) else {
+            return false;
+        };
+        let Some(e) = self.jobs.get_mut(&seq) else {
+            return false;
+        };
+        if at < self.now || at < e.job.submit {
+            return false;
+        }
+        e.job.cancel_at = Some(at);
+        self.heap.push(Reverse((at, CANCEL, seq)));
+        true
+    }
+
     /// Handles every event up to and including time `t`, appends them to `out` in the
     /// order they happened, and moves the clock to `t` (never backwards).
     pub fn advance_to(&mut self, t: i64, out: &mut Vec<SimEvent>) {
@@ -545,6 +568,10 @@ impl Simulator {
 
     fn on_cancel(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
         let Some(e) = self.jobs.get(&seq) else { return };
+        if e.job.cancel_at != Some(self.now) {
+            // A cancel time replaced by `cancel_at`.
+            return;
+        }
         match e.state {
             State::Pending => return,
             State::Waiting { resv } => {

@@ -1,4 +1,5 @@
-//! Persistent storage: sites, queues, jobs, API tokens and rejected records.
+//! Persistent storage: sites, queues, jobs, API tokens, rejected records, and managed
+//! reservations with their events and co-allocations.
 //!
 //! [`Store`] is implemented twice, natively: [`SqliteStore`] (the embedded default,
 //! `sqlite://qbets.db`) and [`PgStore`] (PostgreSQL). The backend is chosen once, at
@@ -13,9 +14,16 @@
 
 mod common;
 mod postgres;
+mod reservation_sql;
+mod reservations;
 mod rows;
 mod sources;
 mod sqlite;
+
+pub use reservations::{
+    Calibration, Coallocation, NewCoallocation, NewReservation, PlanFields, Replanned, Reservation,
+    ReservationEvent, Transition,
+};
 
 use std::fmt;
 use std::future::Future;
@@ -674,6 +682,93 @@ pub trait Store: Clone + Send + Sync + 'static {
         at: i64,
         error: &str,
     ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Stores a reservation with its first event (its state and `reason`).
+    fn insert_reservation(
+        &self,
+        r: &NewReservation,
+    ) -> impl Future<Output = StoreResult<Reservation>> + Send;
+
+    /// The reservation of this public id.
+    fn reservation(
+        &self,
+        uid: &str,
+    ) -> impl Future<Output = StoreResult<Option<Reservation>>> + Send;
+
+    /// Reservations, newest first, of one owner (or everyone's), at most `limit`.
+    fn reservations(
+        &self,
+        owner: Option<&str>,
+        limit: i64,
+    ) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
+
+    /// Reservations that are not final (planned, submitted, started): the executor's work.
+    fn active_reservations(&self) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
+
+    /// A reservation's events, oldest first.
+    fn reservation_events(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = StoreResult<Vec<ReservationEvent>>> + Send;
+
+    /// Replaces a planned reservation's plan (not while it is leased for submission);
+    /// whether it was changed.
+    fn replan_reservation(
+        &self,
+        id: i64,
+        r: &Replanned,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// Atomically leases to `owner`, until `lease_until`, up to `limit` planned
+    /// reservations whose submission time has come and that no live lease holds. A
+    /// reservation is leased to one claimer only, however many replicas ask at once.
+    fn claim_reservations(
+        &self,
+        now: i64,
+        owner: &str,
+        lease_until: i64,
+        limit: i64,
+    ) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
+
+    /// Applies a state change if the reservation is still in `t.from` (compare-and-set),
+    /// recording the event and dropping any lease; whether it was applied.
+    fn transition_reservation(
+        &self,
+        id: i64,
+        t: &Transition,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// Records an event that does not change the state.
+    fn note_reservation(
+        &self,
+        id: i64,
+        at: i64,
+        reason: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Gives up a submission lease (after a failed attempt, to retry later).
+    fn release_lease(&self, id: i64, owner: &str) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Per site and queue: finished reservations, successes, mean predicted probability.
+    fn calibration(&self) -> impl Future<Output = StoreResult<Vec<Calibration>>> + Send;
+
+    /// Stores a co-allocation (its members are inserted with [`Store::insert_reservation`]).
+    fn insert_coallocation(
+        &self,
+        c: &NewCoallocation,
+    ) -> impl Future<Output = StoreResult<Coallocation>> + Send;
+
+    /// The co-allocation of this public id.
+    fn coallocation(
+        &self,
+        uid: &str,
+    ) -> impl Future<Output = StoreResult<Option<Coallocation>>> + Send;
+
+    /// A co-allocation's reservations, by reservation index.
+    fn coallocation_members(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
 }
 
 /// Every job of a queue in rebuild order (submit time, then arrival), fetched in

@@ -8,6 +8,11 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::common::{common_store_methods, token_conflict};
+use super::reservation_sql::reservation_store_methods;
+use super::reservations::{
+    CalibrationRow, CoallocationRow, EventRow, ReservationRow, coallocation_columns, mode_name,
+    reservation_columns,
+};
 use super::rows::{
     JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow, convert, job_columns,
     last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
@@ -17,6 +22,10 @@ use super::{
     ApiToken, Job, JobBound, JobCursor, NewApiToken, NewJob, NewQueue, NewReject, NewSite, Queue,
     QueueStats, Reject, Site, SiteSummary, SourceProgress, SourceState, StartWindow, Store,
     StoreError, StoreResult, db_error, redact_url,
+};
+use super::{
+    Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
+    ReservationEvent, Transition,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -210,4 +219,5 @@ impl Store for PgStore {
 
     common_store_methods!();
     source_store_methods!();
+    reservation_store_methods!("FOR UPDATE SKIP LOCKED");
 }

@@ -9,6 +9,11 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Acquire, SqlitePool};
 
 use super::common::{common_store_methods, token_conflict};
+use super::reservation_sql::reservation_store_methods;
+use super::reservations::{
+    CalibrationRow, CoallocationRow, EventRow, ReservationRow, coallocation_columns, mode_name,
+    reservation_columns,
+};
 use super::rows::{
     JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow, convert, job_columns,
     last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
@@ -18,6 +23,10 @@ use super::{
     ApiToken, Job, JobBound, JobCursor, NewApiToken, NewJob, NewQueue, NewReject, NewSite, Queue,
     QueueStats, Reject, Site, SiteSummary, SourceProgress, SourceState, StartWindow, Store,
     StoreError, StoreResult, db_error,
+};
+use super::{
+    Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
+    ReservationEvent, Transition,
 };
 
 /// Binds a job's nine columns, in the order of the `INSERT` column lists below.
@@ -168,4 +177,5 @@ impl Store for SqliteStore {
 
     common_store_methods!();
     source_store_methods!();
+    reservation_store_methods!("");
 }

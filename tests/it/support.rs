@@ -140,6 +140,7 @@ use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use qbets::config::Config;
 use qbets::service::import::ImportSummary;
+use qbets::service::reservations::Submitters;
 use qbets::service::{AppState, FixedClock, Predictors, tokens};
 use qbets::store::{Scope, Store, StoreTask, with_store};
 use tower::ServiceExt;
@@ -164,7 +165,9 @@ impl StoreTask for BuildRouter {
     type Output = Router;
     async fn run<S: Store>(self, store: S) -> Router {
         let (predictors, _) = Predictors::rebuild(&store, |_| {}).await.unwrap();
-        let state = AppState::new(store, self.config, predictors, Arc::new(self.clock));
+        let submitters = Arc::new(Submitters::from_config(&self.config.sites).unwrap());
+        let state = AppState::new(store, self.config, predictors, Arc::new(self.clock))
+            .with_submitters(submitters);
         qbets::http::router(state)
     }
 }

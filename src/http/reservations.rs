@@ -1,0 +1,1174 @@
+//! Virtual advance reservations: VARQ and CO-VARQ plans (`/v1/plans/…`, no side
+//! effects), managed reservations (`/v1/reservations…`, token scope `reserve`, each
+//! token sees only its own), co-allocations (`/v1/coallocations`) and the live
+//! calibration of the promises (`/v1/calibration`).
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::auth::{Authorized, ReadAccess, Reserve};
+use super::error::{ApiError, ApiResult, Problem};
+use super::params::{
+    ApiJson, ApiPath, Fields, format_time, format_walltime, object_only, timestamp,
+};
+use super::sites::DurationIn;
+use crate::plan::covarq::{self, CoRefusal};
+use crate::plan::lifecycle::{ReservationState, RunMode};
+use crate::plan::varq::{self, Decision, Mode, PointStatus, VarqPlan, VarqRequest};
+use crate::service::AppState;
+use crate::service::planning::{PredictorOracle, queue_oracle};
+use crate::service::reservations::{self as resv, ReservationError, new_uid, plan_fields};
+use crate::store::{NewCoallocation, NewReservation, Reservation, ReservationEvent, Store};
+
+/// The routes of this resource.
+pub fn router<S: Store>() -> Router<AppState<S>> {
+    Router::new()
+        .route("/v1/plans/varq", post(post_varq_plan::<S>))
+        .route("/v1/plans/covarq", post(post_covarq_plan::<S>))
+        .route(
+            "/v1/reservations",
+            post(post_reservation::<S>).get(list_reservations::<S>),
+        )
+        .route(
+            "/v1/reservations/{id}",
+            get(get_reservation::<S>).delete(delete_reservation::<S>),
+        )
+        .route("/v1/coallocations", post(post_coallocation::<S>))
+        .route("/v1/coallocations/{id}", get(get_coallocation::<S>))
+        .route("/v1/calibration", get(get_calibration::<S>))
+}
+
+fn names<const N: usize>(what: &str, names: [&str; N]) -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .description(Some(what))
+        .enum_values(Some(names))
+        .build()
+}
+
+fn mode_schema() -> utoipa::openapi::Object {
+    names(
+        "`latest` (default): the last submission time meeting the probability, least \
+         over-allocation; `max_probability`: the most likely submission time",
+        ["latest", "max_probability"],
+    )
+}
+
+fn run_mode_schema() -> utoipa::openapi::Object {
+    names(
+        "`hold` (default): the job holds its nodes until start_at, then runs the command; \
+         `best_effort`: it runs the command as soon as it starts",
+        ["hold", "best_effort"],
+    )
+}
+
+fn state_schema() -> utoipa::openapi::Object {
+    names(
+        "planned → submitted → started → succeeded | failed, or cancelled, refused, error",
+        ReservationState::ALL.map(ReservationState::as_str),
+    )
+}
+
+fn point_status_schema() -> utoipa::openapi::Object {
+    names(
+        "Why a submission time can or cannot be used",
+        [
+            "ok",
+            "insufficient_history",
+            "maybe_down",
+            "walltime_above_limit",
+        ],
+    )
+}
+
+/// A VARQ request: have `nodes` nodes held at `start_at` for `walltime`, with
+/// probability at least `min_probability`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct VarqIn {
+    /// The site's name.
+    pub site: String,
+    /// The queue's name.
+    pub queue: String,
+    /// Nodes.
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub nodes: i64,
+    /// Work needed once the nodes are held (W).
+    pub walltime: DurationIn,
+    /// When the nodes must be held (RFC 3339).
+    #[schema(format = DateTime)]
+    pub start_at: String,
+    /// Least acceptable probability, strictly between 0 and 1.
+    pub min_probability: f64,
+    /// Confidence level of the probabilities (default 0.95).
+    pub confidence: Option<f64>,
+    /// How to choose the submission time.
+    #[schema(schema_with = mode_schema)]
+    pub mode: Option<Mode>,
+    /// Spacing of candidate submission times (default 30 s).
+    pub step: Option<DurationIn>,
+}
+
+/// A managed reservation: a VARQ request and what to run.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct ReservationIn {
+    /// The site's name (a site with a submit target).
+    pub site: String,
+    /// The queue's name.
+    pub queue: String,
+    /// Nodes.
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub nodes: i64,
+    /// Work needed once the nodes are held (W).
+    pub walltime: DurationIn,
+    /// When the nodes must be held (RFC 3339).
+    #[schema(format = DateTime)]
+    pub start_at: String,
+    /// Least acceptable probability, strictly between 0 and 1.
+    pub min_probability: f64,
+    /// Confidence level (default 0.95).
+    pub confidence: Option<f64>,
+    /// How to choose the submission time.
+    #[schema(schema_with = mode_schema)]
+    pub mode: Option<Mode>,
+    /// Spacing of candidate submission times (default 30 s).
+    pub step: Option<DurationIn>,
+    /// The command to run on the nodes (by `/bin/sh -c`).
+    #[schema(min_length = 1, max_length = 4096)]
+    pub command: String,
+    /// Hold the nodes until start_at (default) or run at once.
+    #[schema(schema_with = run_mode_schema)]
+    pub run_mode: Option<RunMode>,
+}
+
+/// One reservation of a co-allocation.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct CoItemIn {
+    /// Nodes.
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub nodes: i64,
+    /// Work needed once the nodes are held.
+    pub walltime: DurationIn,
+    /// When the nodes must be held (RFC 3339).
+    #[schema(format = DateTime)]
+    pub start_at: String,
+    /// The command (co-allocation requests only; ignored by plans).
+    pub command: Option<String>,
+}
+
+/// A candidate site and queue.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct CandidateIn {
+    /// The site's name.
+    pub site: String,
+    /// The queue's name.
+    pub queue: String,
+}
+
+/// A CO-VARQ request: several reservations that must all hold.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct CovarqIn {
+    /// The reservations.
+    pub reservations: Vec<CoItemIn>,
+    /// The site/queue pairs each may be requested at.
+    pub candidates: Vec<CandidateIn>,
+    /// Probability that all hold (default 0.90).
+    pub p_all: Option<f64>,
+    /// Confidence level (default 0.95).
+    pub confidence: Option<f64>,
+    /// Spacing of candidate submission times (default 30 s).
+    pub step: Option<DurationIn>,
+    /// For co-allocations: hold (default) or best effort.
+    #[schema(schema_with = run_mode_schema)]
+    pub run_mode: Option<RunMode>,
+}
+
+object_only!(VarqIn, ReservationIn, CoItemIn, CandidateIn, CovarqIn);
+
+impl serde::Serialize for CandidateIn {
+    fn serialize<Se: serde::Serializer>(&self, s: Se) -> Result<Se::Ok, Se::Error> {
+        CandidateIn::serialize(self, s)
+    }
+}
+
+/// One candidate submission time (Figure 5.4 of the dissertation).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PointView {
+    /// Candidate submission time.
+    #[schema(format = DateTime)]
+    pub submit_at: String,
+    /// start_at − submit_at, seconds.
+    pub lead_s: u64,
+    /// W + lead, seconds.
+    pub advertised_walltime_s: u64,
+    /// Probability of holding the nodes at start_at.
+    pub probability: f64,
+    /// Whether the time is usable.
+    #[schema(schema_with = point_status_schema)]
+    pub status: PointStatus,
+}
+
+/// A chosen submission time and what it costs.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PlanView {
+    /// When to submit.
+    #[schema(format = DateTime)]
+    pub submit_at: String,
+    /// Walltime to ask for: W + (start_at − submit_at), seconds.
+    pub advertised_walltime_s: u64,
+    /// The same as `[D-]HH:MM:SS`.
+    pub advertised_walltime: String,
+    /// Predicted probability that the nodes are held at start_at.
+    pub probability: f64,
+    /// Worst-case allocation spent before start_at: N·(start_at − submit_at).
+    pub max_overhead_node_s: u64,
+    /// Allocation the work needs: N·W.
+    pub required_node_s: u64,
+}
+
+fn plan_view(p: &VarqPlan) -> PlanView {
+    PlanView {
+        submit_at: format_time(p.submit_at),
+        advertised_walltime_s: p.advertised_walltime_s,
+        advertised_walltime: format_walltime(p.advertised_walltime_s as i64),
+        probability: p.probability,
+        max_overhead_node_s: p.max_overhead_node_s,
+        required_node_s: p.required_node_s,
+    }
+}
+
+/// A VARQ plan with its trajectory.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct VarqPlanOut {
+    /// The site.
+    pub site: String,
+    /// The queue.
+    pub queue: String,
+    /// The instant the plan speaks for.
+    #[schema(format = DateTime)]
+    pub as_of: String,
+    /// When the nodes must be held.
+    #[schema(format = DateTime)]
+    pub start_at: String,
+    /// The plan.
+    #[serde(flatten)]
+    pub plan: PlanView,
+    /// Every candidate submission time, oldest first.
+    pub trajectory: Vec<PointView>,
+}
+
+/// A reservation's event.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EventView {
+    /// When.
+    #[schema(format = DateTime)]
+    pub at: String,
+    /// The state after it.
+    #[schema(schema_with = state_schema)]
+    pub state: ReservationState,
+    /// What happened.
+    pub reason: String,
+}
+
+/// The current plan of a reservation.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StoredPlanView {
+    /// When it will be (or was) submitted.
+    #[schema(format = DateTime)]
+    pub submit_at: String,
+    /// Walltime asked for, seconds.
+    pub advertised_walltime_s: i64,
+    /// Predicted probability.
+    pub probability: f64,
+}
+
+/// A managed reservation.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReservationView {
+    /// Its id; the remote job's name is `qbets-<id>`.
+    pub id: String,
+    /// The token name that made it.
+    pub owner: String,
+    /// The site.
+    pub site: String,
+    /// The queue.
+    pub queue: String,
+    /// Nodes.
+    pub nodes: i64,
+    /// W, seconds.
+    pub walltime_s: i64,
+    /// When the nodes must be held.
+    #[schema(format = DateTime)]
+    pub start_at: String,
+    /// P.
+    pub min_probability: f64,
+    /// C.
+    pub confidence: f64,
+    /// Planner mode.
+    #[schema(schema_with = mode_schema)]
+    pub mode: Mode,
+    /// Δ, seconds.
+    pub step_s: i64,
+    /// The command.
+    pub command: String,
+    /// Hold or best effort.
+    #[schema(schema_with = run_mode_schema)]
+    pub run_mode: RunMode,
+    /// Where it stands.
+    #[schema(schema_with = state_schema)]
+    pub state: ReservationState,
+    /// Whether no submission time meets P any more (the best one is used).
+    pub at_risk: bool,
+    /// The current plan.
+    pub plan: Option<StoredPlanView>,
+    /// The scheduler's job id, once submitted.
+    pub remote_job_id: Option<String>,
+    /// When it was submitted.
+    #[schema(format = DateTime)]
+    pub submitted_at: Option<String>,
+    /// When the remote job started holding its nodes.
+    #[schema(format = DateTime)]
+    pub started_at: Option<String>,
+    /// When the remote job ended.
+    #[schema(format = DateTime)]
+    pub ended_at: Option<String>,
+    /// The co-allocation reservation index, when part of one.
+    pub coallocation_index: Option<i64>,
+    /// When it was made.
+    #[schema(format = DateTime)]
+    pub created: String,
+    /// Its events, oldest first (single reservation only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<EventView>>,
+}
+
+fn reservation_view(r: Reservation, events: Option<Vec<ReservationEvent>>) -> ReservationView {
+    ReservationView {
+        id: r.uid,
+        owner: r.owner,
+        site: r.site,
+        queue: r.queue,
+        nodes: r.nodes,
+        walltime_s: r.walltime_s,
+        start_at: format_time(r.start_at),
+        min_probability: r.min_probability,
+        confidence: r.confidence,
+        mode: r.mode,
+        step_s: r.step_s,
+        command: r.command,
+        run_mode: r.run_mode,
+        state: r.state,
+        at_risk: r.at_risk,
+        plan: r.plan.map(|p| StoredPlanView {
+            submit_at: format_time(p.submit_at),
+            advertised_walltime_s: p.advertised_walltime_s,
+            probability: p.probability,
+        }),
+        remote_job_id: r.remote_job_id,
+        submitted_at: r.submitted_at.map(format_time),
+        started_at: r.started_at.map(format_time),
+        ended_at: r.ended_at.map(format_time),
+        coallocation_index: r.coallocation.map(|c| c.1),
+        created: format_time(r.created_at),
+        events: events.map(|es| {
+            es.into_iter()
+                .map(|e| EventView {
+                    at: format_time(e.at),
+                    state: e.state,
+                    reason: e.reason,
+                })
+                .collect()
+        }),
+    }
+}
+
+/// A token's reservations.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReservationsOut {
+    /// Newest first.
+    pub reservations: Vec<ReservationView>,
+}
+
+/// One request of a co-allocation plan.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CoRequestView {
+    /// The site.
+    pub site: String,
+    /// The queue.
+    pub queue: String,
+    /// The VARQ plan there.
+    #[serde(flatten)]
+    pub plan: PlanView,
+}
+
+/// The requests that provide one reservation.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CoReservationView {
+    /// The reservation's index in the request.
+    pub index: usize,
+    /// When its nodes must be held.
+    #[schema(format = DateTime)]
+    pub start_at: String,
+    /// P_i = 1 − Π(1 − p) over its requests.
+    pub probability: f64,
+    /// Its requests, most likely first.
+    pub requests: Vec<CoRequestView>,
+}
+
+/// A CO-VARQ plan.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CovarqPlanOut {
+    /// The probability asked for that all hold.
+    pub p_all: f64,
+    /// What each must reach: P_all^(1/COUNT).
+    pub p_indep: f64,
+    /// Π P_i.
+    pub p_expected: f64,
+    /// Per reservation.
+    pub reservations: Vec<CoReservationView>,
+}
+
+/// A co-allocation being executed.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CoallocationOut {
+    /// Its id.
+    pub id: String,
+    /// P_all.
+    pub p_all: f64,
+    /// P_indep.
+    pub p_indep: f64,
+    /// P_expected.
+    pub p_expected: f64,
+    /// Reservations it holds.
+    pub count: i64,
+    /// Every managed reservation made for it (`coallocation_index` says which i).
+    pub requests: Vec<ReservationView>,
+}
+
+/// Calibration of one queue.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CalibrationView {
+    /// The site.
+    pub site: String,
+    /// The queue.
+    pub queue: String,
+    /// Reservations finished (succeeded or failed).
+    pub finished: i64,
+    /// Of those, succeeded.
+    pub succeeded: i64,
+    /// Mean probability predicted at planning.
+    pub mean_predicted_probability: f64,
+    /// succeeded / finished.
+    pub achieved_fraction: f64,
+}
+
+/// Whether the promises hold, per queue (the live Tables 5.2–5.4).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CalibrationOut {
+    /// By site and queue.
+    pub queues: Vec<CalibrationView>,
+}
+
+/// A validated VARQ request with where it goes.
+struct Parsed {
+    site: String,
+    queue: String,
+    req: VarqRequest,
+}
+
+fn probability_field(fields: &mut Fields, name: &str, v: f64) -> f64 {
+    if !(v.is_finite() && v > 0.0 && v < 1.0) {
+        fields.refuse(name, format!("must lie strictly between 0 and 1, got {v}"));
+    }
+    v
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the fields of two request shapes"
+)]
+fn parse_varq(
+    fields: &mut Fields,
+    site: &str,
+    queue: &str,
+    nodes: i64,
+    walltime: &DurationIn,
+    start_at: &str,
+    min_probability: f64,
+    confidence: Option<f64>,
+    mode: Option<Mode>,
+    step: Option<&DurationIn>,
+) -> Option<Parsed> {
+    if let Err(e) = crate::service::check_name(site) {
+        fields.refuse("site", e);
+    }
+    if let Err(e) = crate::service::check_name(queue) {
+        fields.refuse("queue", e);
+    }
+    if !(1..=super::params::MAX_NODES).contains(&nodes) || nodes > i64::from(u32::MAX) {
+        fields.refuse(
+            "nodes",
+            format!("must be a whole number from 1 to 100000000, got {nodes}"),
+        );
+    }
+    let w = walltime
+        .seconds()
+        .map_err(|e| fields.refuse("walltime", e))
+        .ok();
+    let start = fields.req("start_at", Some(start_at), timestamp);
+    let p = probability_field(fields, "min_probability", min_probability);
+    let c = probability_field(
+        fields,
+        "confidence",
+        confidence.unwrap_or(varq::DEFAULT_CONFIDENCE),
+    );
+    let step = match step {
+        Some(s) => s.seconds().map_err(|e| fields.refuse("step", e)).ok(),
+        None => Some(varq::DEFAULT_STEP_S as i64),
+    };
+    Some(Parsed {
+        site: site.to_string(),
+        queue: queue.to_string(),
+        req: VarqRequest {
+            nodes: nodes.clamp(1, i64::from(u32::MAX)) as u32,
+            walltime_s: w? as u64,
+            start_at: start?,
+            min_probability: p,
+            confidence: c,
+            mode: mode.unwrap_or_default(),
+            step_s: step? as u64,
+        },
+    })
+}
+
+/// The oracle of a site's queue at the site's instant (404 when either is unknown).
+async fn oracle<S: Store>(
+    state: &AppState<S>,
+    site: &str,
+    queue: &str,
+) -> ApiResult<PredictorOracle> {
+    let s = state
+        .store
+        .site(site)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no site named {site:?}")))?;
+    let q =
+        state.store.queue(s.id, queue).await?.ok_or_else(|| {
+            ApiError::NotFound(format!("site {site:?} has no queue named {queue:?}"))
+        })?;
+    let last = match s.kind {
+        crate::store::SiteKind::Archive => state.store.site_last_event(s.id).await?,
+        crate::store::SiteKind::Live => None,
+    };
+    let now = state.as_of(&s, last);
+    Ok(queue_oracle(&state.store, &q, now).await?)
+}
+
+fn planner_errors(errs: Vec<crate::plan::FieldError>) -> ApiError {
+    ApiError::Invalid(
+        errs.into_iter()
+            .map(|e| super::error::FieldError::new(e.field, e.reason))
+            .collect(),
+    )
+}
+
+/// Plans a VARQ request: the plan and its trajectory, or the 422 refusal.
+fn varq_decision(
+    p: &Parsed,
+    oracle: &PredictorOracle,
+) -> ApiResult<(VarqPlan, Vec<varq::TrajectoryPoint>)> {
+    let result = varq::plan(&p.req, oracle.now(), oracle).map_err(planner_errors)?;
+    match result.decision {
+        Decision::Planned(plan) => Ok((plan, result.trajectory)),
+        Decision::Refused { best } => Err(ApiError::NoPlan {
+            detail: match best {
+                Some(b) => format!(
+                    "no submission time before start_at gives p ≥ {}; the best is p = {:.4}, submitting at {}",
+                    p.req.min_probability,
+                    b.probability,
+                    format_time(b.submit_at)
+                ),
+                None => "no submission time before start_at is usable: the queue has too \
+                         little history for a job of this shape, may be down, or limits the walltime"
+                    .to_string(),
+            },
+            best_probability: best.map(|b| b.probability),
+            best_submit_at: best.map(|b| b.submit_at),
+            reservation: None,
+        }),
+    }
+}
+
+/// Plans a virtual advance reservation (no side effects): when to submit a job so that
+/// its nodes are held at `start_at` with at least `min_probability`.
+#[utoipa::path(
+    post, path = "/v1/plans/varq", tag = "reservations", operation_id = "post_varq_plan",
+    request_body = VarqIn,
+    responses(
+        (status = 200, description = "The plan and its probability trajectory", body = VarqPlanOut),
+        (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No submission time meets the probability: the best reachable and when", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn post_varq_plan<S: Store>(
+    _caller: ReadAccess,
+    State(state): State<AppState<S>>,
+    ApiJson(b): ApiJson<VarqIn>,
+) -> ApiResult<Json<VarqPlanOut>> {
+    let mut fields = Fields::new();
+    let parsed = parse_varq(
+        &mut fields,
+        &b.site,
+        &b.queue,
+        b.nodes,
+        &b.walltime,
+        &b.start_at,
+        b.min_probability,
+        b.confidence,
+        b.mode,
+        b.step.as_ref(),
+    );
+    fields.finish()?;
+    let parsed = parsed.ok_or_else(|| ApiError::BadRequest("invalid request".into()))?;
+    let oracle = oracle(&state, &parsed.site, &parsed.queue).await?;
+    let (plan, trajectory) = varq_decision(&parsed, &oracle)?;
+    Ok(Json(VarqPlanOut {
+        site: parsed.site,
+        queue: parsed.queue,
+        as_of: format_time(oracle.now()),
+        start_at: format_time(parsed.req.start_at),
+        plan: plan_view(&plan),
+        trajectory: trajectory
+            .into_iter()
+            .map(|t| PointView {
+                submit_at: format_time(t.submit_at),
+                lead_s: t.lead_s,
+                advertised_walltime_s: t.advertised_walltime_s,
+                probability: t.probability,
+                status: t.status,
+            })
+            .collect(),
+    }))
+}
+
+fn check_command(fields: &mut Fields, name: &str, command: &str) {
+    if command.trim().is_empty() || command.len() > 4096 || command.contains('\0') {
+        fields.refuse(name, "must be 1 to 4096 characters, without NUL");
+    }
+}
+
+/// Makes a managed reservation: planned now, re-planned while it waits, submitted at
+/// its planned time through the site's scheduler.
+#[utoipa::path(
+    post, path = "/v1/reservations", tag = "reservations", operation_id = "post_reservation",
+    request_body = ReservationIn,
+    responses(
+        (status = 201, description = "The reservation, planned", body = ReservationView),
+        (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The site takes no reservations (no submit target)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No submission time meets the probability", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn post_reservation<S: Store>(
+    caller: Authorized<Reserve>,
+    State(state): State<AppState<S>>,
+    ApiJson(b): ApiJson<ReservationIn>,
+) -> ApiResult<(StatusCode, Json<ReservationView>)> {
+    let mut fields = Fields::new();
+    let parsed = parse_varq(
+        &mut fields,
+        &b.site,
+        &b.queue,
+        b.nodes,
+        &b.walltime,
+        &b.start_at,
+        b.min_probability,
+        b.confidence,
+        b.mode,
+        b.step.as_ref(),
+    );
+    check_command(&mut fields, "command", &b.command);
+    fields.finish()?;
+    let parsed = parsed.ok_or_else(|| ApiError::BadRequest("invalid request".into()))?;
+    let oracle = oracle(&state, &parsed.site, &parsed.queue).await?;
+    if state.submitters.get(&parsed.site).is_none() {
+        return Err(ApiError::Conflict(format!(
+            "site {:?} takes no reservations: it has no submit target ([[sites]] with [sites.submit] in the configuration)",
+            parsed.site
+        )));
+    }
+    let (plan, _) = varq_decision(&parsed, &oracle)?;
+    let now = state.clock.now();
+    let r = state
+        .store
+        .insert_reservation(&NewReservation {
+            uid: new_uid("r"),
+            owner: caller.token.name.clone(),
+            site: parsed.site,
+            queue: parsed.queue,
+            nodes: i64::from(parsed.req.nodes),
+            walltime_s: parsed.req.walltime_s as i64,
+            start_at: parsed.req.start_at,
+            min_probability: parsed.req.min_probability,
+            confidence: parsed.req.confidence,
+            mode: parsed.req.mode,
+            step_s: parsed.req.step_s as i64,
+            command: b.command,
+            run_mode: b.run_mode.unwrap_or_default(),
+            state: ReservationState::Planned,
+            plan: Some(plan_fields(&plan)),
+            at_risk: false,
+            coallocation: None,
+            reason: format!(
+                "planned: submit at {} with walltime {} s (p = {:.3})",
+                format_time(plan.submit_at),
+                plan.advertised_walltime_s,
+                plan.probability
+            ),
+            created_at: now,
+        })
+        .await?;
+    let events = state.store.reservation_events(r.id).await?;
+    Ok((StatusCode::CREATED, Json(reservation_view(r, Some(events)))))
+}
+
+/// The caller's reservations, newest first.
+#[utoipa::path(
+    get, path = "/v1/reservations", tag = "reservations", operation_id = "list_reservations",
+    responses((status = 200, description = "The token's reservations", body = ReservationsOut)),
+    security(("bearer" = []))
+)]
+pub async fn list_reservations<S: Store>(
+    caller: Authorized<Reserve>,
+    State(state): State<AppState<S>>,
+) -> ApiResult<Json<ReservationsOut>> {
+    let list = state
+        .store
+        .reservations(Some(&caller.token.name), 1000)
+        .await?;
+    Ok(Json(ReservationsOut {
+        reservations: list
+            .into_iter()
+            .map(|r| reservation_view(r, None))
+            .collect(),
+    }))
+}
+
+/// The caller's reservation of this id; another token's is not found.
+async fn own<S: Store>(
+    state: &AppState<S>,
+    caller: &Authorized<Reserve>,
+    id: &str,
+) -> ApiResult<Reservation> {
+    match state.store.reservation(id).await? {
+        Some(r) if r.owner == caller.token.name => Ok(r),
+        _ => Err(ApiError::NotFound(format!(
+            "you have no reservation {id:?}"
+        ))),
+    }
+}
+
+/// One of the caller's reservations, with its events.
+#[utoipa::path(
+    get, path = "/v1/reservations/{id}", tag = "reservations", operation_id = "get_reservation",
+    params(("id" = String, Path, description = "The reservation's id")),
+    responses(
+        (status = 200, description = "The reservation and its events", body = ReservationView),
+        (status = 404, description = "The caller has no such reservation", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_reservation<S: Store>(
+    caller: Authorized<Reserve>,
+    State(state): State<AppState<S>>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<ReservationView>> {
+    let r = own(&state, &caller, &id).await?;
+    let events = state.store.reservation_events(r.id).await?;
+    Ok(Json(reservation_view(r, Some(events))))
+}
+
+fn cancel_error(e: ReservationError) -> ApiError {
+    match e {
+        ReservationError::Final(s) => ApiError::Conflict(format!("the reservation is already {s}")),
+        ReservationError::Store(e) => e.into(),
+        ReservationError::Remote(e) => ApiError::Unavailable(format!(
+            "the reservation is cancelled, but its remote job could not be cancelled yet: {e}"
+        )),
+    }
+}
+
+/// Cancels one of the caller's reservations, and its remote job if there is one.
+#[utoipa::path(
+    delete, path = "/v1/reservations/{id}", tag = "reservations", operation_id = "delete_reservation",
+    params(("id" = String, Path, description = "The reservation's id")),
+    responses(
+        (status = 200, description = "The reservation, cancelled, with its events", body = ReservationView),
+        (status = 404, description = "The caller has no such reservation", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The reservation is already final", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn delete_reservation<S: Store>(
+    caller: Authorized<Reserve>,
+    State(state): State<AppState<S>>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<ReservationView>> {
+    let r = own(&state, &caller, &id).await?;
+    let now = state.clock.now();
+    let after = resv::cancel(
+        &state.store,
+        &state.submitters,
+        &r,
+        now,
+        "cancelled by its owner",
+    )
+    .await
+    .map_err(cancel_error)?;
+    let events = state.store.reservation_events(after.id).await?;
+    Ok(Json(reservation_view(after, Some(events))))
+}
+
+/// A validated CO-VARQ request.
+struct ParsedCo {
+    items: Vec<Parsed>,
+    commands: Vec<String>,
+    candidates: Vec<(String, String)>,
+    p_all: f64,
+}
+
+fn parse_covarq(b: &CovarqIn, need_commands: bool) -> ApiResult<ParsedCo> {
+    let mut fields = Fields::new();
+    let p_all = probability_field(
+        &mut fields,
+        "p_all",
+        b.p_all.unwrap_or(covarq::DEFAULT_P_ALL),
+    );
+    if b.reservations.is_empty() {
+        fields.refuse("reservations", "must list at least one reservation");
+    }
+    if b.reservations.len() > 64 {
+        fields.refuse("reservations", "at most 64");
+    }
+    if b.candidates.is_empty() {
+        fields.refuse("candidates", "must list at least one site/queue");
+    }
+    if b.candidates.len() > 64 {
+        fields.refuse("candidates", "at most 64");
+    }
+    for (j, c) in b.candidates.iter().enumerate() {
+        if let Err(e) = crate::service::check_name(&c.site) {
+            fields.refuse(&format!("candidates[{j}].site"), e);
+        }
+        if let Err(e) = crate::service::check_name(&c.queue) {
+            fields.refuse(&format!("candidates[{j}].queue"), e);
+        }
+    }
+    let mut items = Vec::new();
+    let mut commands = Vec::new();
+    for (i, r) in b.reservations.iter().enumerate() {
+        let mut own = Fields::new();
+        let parsed = parse_varq(
+            &mut own,
+            "x",
+            "x",
+            r.nodes,
+            &r.walltime,
+            &r.start_at,
+            0.5,
+            b.confidence,
+            Some(Mode::MaxProbability),
+            b.step.as_ref(),
+        );
+        if let Err(ApiError::Invalid(errs)) = own.finish() {
+            for e in errs {
+                let name = if e.field == "confidence" || e.field == "step" {
+                    e.field
+                } else {
+                    format!("reservations[{i}].{}", e.field)
+                };
+                fields.refuse(&name, e.detail);
+            }
+        }
+        match (&r.command, need_commands) {
+            (Some(c), true) => check_command(&mut fields, &format!("reservations[{i}].command"), c),
+            (None, true) => fields.refuse(&format!("reservations[{i}].command"), "is required"),
+            _ => {}
+        }
+        commands.push(r.command.clone().unwrap_or_default());
+        if let Some(mut p) = parsed {
+            // The highest-probability plan of each candidate (spec step 2).
+            p.req.min_probability = f64::MIN_POSITIVE;
+            items.push(p);
+        }
+    }
+    fields.finish()?;
+    Ok(ParsedCo {
+        items,
+        commands,
+        candidates: b
+            .candidates
+            .iter()
+            .map(|c| (c.site.clone(), c.queue.clone()))
+            .collect(),
+        p_all,
+    })
+}
+
+/// Computes a CO-VARQ plan: each reservation's VARQ plan on each candidate, combined.
+async fn covarq_plan<S: Store>(
+    state: &AppState<S>,
+    co: &ParsedCo,
+) -> ApiResult<covarq::CoPlan<(String, String)>> {
+    let mut oracles = Vec::new();
+    for (site, queue) in &co.candidates {
+        oracles.push(oracle(state, site, queue).await?);
+    }
+    let mut plans: Vec<Vec<Option<VarqPlan>>> = Vec::new();
+    for item in &co.items {
+        let mut row = Vec::new();
+        for o in &oracles {
+            let plan = match varq::plan(&item.req, o.now(), o) {
+                Ok(r) => match r.decision {
+                    Decision::Planned(p) => Some(p),
+                    Decision::Refused { .. } => None,
+                },
+                // start_at already past at this candidate's instant: it cannot serve.
+                Err(_) => None,
+            };
+            row.push(plan);
+        }
+        plans.push(row);
+    }
+    let index = |k: &(String, String)| co.candidates.iter().position(|c| c == k).unwrap_or(0);
+    covarq::plan(co.items.len(), &co.candidates, co.p_all, |i, k| {
+        plans[i][index(k)]
+    })
+    .map_err(|r| match r {
+        CoRefusal::Unreachable {
+            reservation,
+            best,
+            p_indep,
+        } => ApiError::NoPlan {
+            detail: format!(
+                "reservation {reservation} reaches at most p = {best:.4} with every candidate; it needs p_indep = {p_indep:.4}"
+            ),
+            best_probability: Some(best),
+            best_submit_at: None,
+            reservation: Some(reservation),
+        },
+        CoRefusal::Invalid { errors } => planner_errors(errors),
+    })
+}
+
+fn covarq_view(plan: &covarq::CoPlan<(String, String)>, co: &ParsedCo) -> CovarqPlanOut {
+    CovarqPlanOut {
+        p_all: plan.p_all,
+        p_indep: plan.p_indep,
+        p_expected: plan.p_expected,
+        reservations: plan
+            .reservations
+            .iter()
+            .map(|r| CoReservationView {
+                index: r.reservation,
+                start_at: format_time(co.items[r.reservation].req.start_at),
+                probability: r.probability,
+                requests: r
+                    .requests
+                    .iter()
+                    .map(|q| CoRequestView {
+                        site: q.candidate.0.clone(),
+                        queue: q.candidate.1.clone(),
+                        plan: plan_view(&q.plan),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// Plans a co-allocation (no side effects): which VARQ requests, on which candidate
+/// queues, give every reservation P_indep so that all hold with P_all.
+#[utoipa::path(
+    post, path = "/v1/plans/covarq", tag = "reservations", operation_id = "post_covarq_plan",
+    request_body = CovarqIn,
+    responses(
+        (status = 200, description = "The plan", body = CovarqPlanOut),
+        (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A reservation cannot reach P_indep: which, and the best reached", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn post_covarq_plan<S: Store>(
+    _caller: ReadAccess,
+    State(state): State<AppState<S>>,
+    ApiJson(b): ApiJson<CovarqIn>,
+) -> ApiResult<Json<CovarqPlanOut>> {
+    let co = parse_covarq(&b, false)?;
+    let plan = covarq_plan(&state, &co).await?;
+    Ok(Json(covarq_view(&plan, &co)))
+}
+
+/// Executes a co-allocation: one managed reservation per request of the plan; once one
+/// request of a reservation has started in time, the others of it are cancelled.
+#[utoipa::path(
+    post, path = "/v1/coallocations", tag = "reservations", operation_id = "post_coallocation",
+    request_body = CovarqIn,
+    responses(
+        (status = 201, description = "The co-allocation and its reservations", body = CoallocationOut),
+        (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A candidate site takes no reservations", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A reservation cannot reach P_indep", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn post_coallocation<S: Store>(
+    caller: Authorized<Reserve>,
+    State(state): State<AppState<S>>,
+    ApiJson(b): ApiJson<CovarqIn>,
+) -> ApiResult<(StatusCode, Json<CoallocationOut>)> {
+    let co = parse_covarq(&b, true)?;
+    for (site, _) in &co.candidates {
+        if state.submitters.get(site).is_none() {
+            return Err(ApiError::Conflict(format!(
+                "site {site:?} takes no reservations: it has no submit target"
+            )));
+        }
+    }
+    let plan = covarq_plan(&state, &co).await?;
+    let now = state.clock.now();
+    let c = state
+        .store
+        .insert_coallocation(&NewCoallocation {
+            uid: new_uid("c"),
+            owner: caller.token.name.clone(),
+            p_all: plan.p_all,
+            p_indep: plan.p_indep,
+            p_expected: plan.p_expected,
+            count: co.items.len() as i64,
+            created_at: now,
+        })
+        .await?;
+    for r in &plan.reservations {
+        let item = &co.items[r.reservation];
+        for q in &r.requests {
+            state
+                .store
+                .insert_reservation(&NewReservation {
+                    uid: new_uid("r"),
+                    owner: caller.token.name.clone(),
+                    site: q.candidate.0.clone(),
+                    queue: q.candidate.1.clone(),
+                    nodes: i64::from(item.req.nodes),
+                    walltime_s: item.req.walltime_s as i64,
+                    start_at: item.req.start_at,
+                    // Re-planned against its own promise: at risk when it falls below.
+                    min_probability: q.plan.probability.clamp(1e-9, 1.0 - 1e-9),
+                    confidence: item.req.confidence,
+                    mode: Mode::MaxProbability,
+                    step_s: item.req.step_s as i64,
+                    command: co.commands[r.reservation].clone(),
+                    run_mode: b.run_mode.unwrap_or_default(),
+                    state: ReservationState::Planned,
+                    plan: Some(plan_fields(&q.plan)),
+                    at_risk: false,
+                    coallocation: Some((c.id, r.reservation as i64)),
+                    reason: format!(
+                        "planned for co-allocation {} reservation {}: submit at {} (p = {:.3})",
+                        c.uid,
+                        r.reservation,
+                        format_time(q.plan.submit_at),
+                        q.plan.probability
+                    ),
+                    created_at: now,
+                })
+                .await?;
+        }
+    }
+    coallocation_out(&state, c)
+        .await
+        .map(|o| (StatusCode::CREATED, Json(o)))
+}
+
+async fn coallocation_out<S: Store>(
+    state: &AppState<S>,
+    c: crate::store::Coallocation,
+) -> ApiResult<CoallocationOut> {
+    let members = state.store.coallocation_members(c.id).await?;
+    Ok(CoallocationOut {
+        id: c.uid,
+        p_all: c.p_all,
+        p_indep: c.p_indep,
+        p_expected: c.p_expected,
+        count: c.count,
+        requests: members
+            .into_iter()
+            .map(|r| reservation_view(r, None))
+            .collect(),
+    })
+}
+
+/// One of the caller's co-allocations, with its reservations.
+#[utoipa::path(
+    get, path = "/v1/coallocations/{id}", tag = "reservations", operation_id = "get_coallocation",
+    params(("id" = String, Path, description = "The co-allocation's id")),
+    responses(
+        (status = 200, description = "The co-allocation", body = CoallocationOut),
+        (status = 404, description = "The caller has no such co-allocation", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_coallocation<S: Store>(
+    caller: Authorized<Reserve>,
+    State(state): State<AppState<S>>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<CoallocationOut>> {
+    match state.store.coallocation(&id).await? {
+        Some(c) if c.owner == caller.token.name => Ok(Json(coallocation_out(&state, c).await?)),
+        _ => Err(ApiError::NotFound(format!(
+            "you have no co-allocation {id:?}"
+        ))),
+    }
+}
+
+/// Whether the promises hold: per site and queue, finished reservations, the mean
+/// predicted probability and the fraction that succeeded.
+#[utoipa::path(
+    get, path = "/v1/calibration", tag = "reservations", operation_id = "get_calibration",
+    responses((status = 200, description = "Per site and queue", body = CalibrationOut))
+)]
+pub async fn get_calibration<S: Store>(
+    _caller: ReadAccess,
+    State(state): State<AppState<S>>,
+) -> ApiResult<Json<CalibrationOut>> {
+    let rows = state.store.calibration().await?;
+    Ok(Json(CalibrationOut {
+        queues: rows
+            .into_iter()
+            .map(|c| CalibrationView {
+                achieved_fraction: if c.finished > 0 {
+                    c.succeeded as f64 / c.finished as f64
+                } else {
+                    0.0
+                },
+                site: c.site,
+                queue: c.queue,
+                finished: c.finished,
+                succeeded: c.succeeded,
+                mean_predicted_probability: c.mean_probability,
+            })
+            .collect(),
+    }))
+}

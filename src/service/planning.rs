@@ -1,0 +1,98 @@
+//! The planners' view of a live queue: a [`StartOracle`] answered by the QBETS
+//! predictor of that queue, as it stands at the moment the plan is made.
+//!
+//! The predictor is built from the queue's stored jobs (rebuild order, as the replay
+//! and the live predictors see them) and brought to `now`. Building it per plan keeps
+//! the planner's answers identical to a replay's at the same instant; when the live
+//! predictors of [`super::Predictors`] carry the engine, this reads theirs instead.
+
+use futures_util::TryStreamExt;
+
+use crate::engine::{
+    Config as EngineConfig, JobRecord, JobShape, Status, predictor::QueuePredictor,
+};
+use crate::plan::{OracleAnswer, StartOracle};
+use crate::store::{Queue, REBUILD_PAGE, Store, StoreError, StoreResult, stream_jobs};
+
+/// A queue's predictor, speaking for one instant.
+#[derive(Debug, Clone)]
+pub struct PredictorOracle {
+    predictor: QueuePredictor,
+    now: i64,
+    max_walltime_s: Option<u64>,
+}
+
+impl PredictorOracle {
+    /// An oracle on `predictor` at `now`, for a queue whose limit is `max_walltime_s`.
+    pub fn new(mut predictor: QueuePredictor, now: i64, max_walltime_s: Option<u64>) -> Self {
+        predictor.advance(now);
+        Self {
+            predictor,
+            now,
+            max_walltime_s,
+        }
+    }
+
+    /// The instant the oracle speaks for.
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+}
+
+impl StartOracle for PredictorOracle {
+    fn start_probability(
+        &self,
+        nodes: u32,
+        walltime_s: u64,
+        within_s: u64,
+        confidence: f64,
+    ) -> OracleAnswer {
+        let shape = JobShape {
+            nodes: u64::from(nodes),
+            walltime_s,
+        };
+        let a = self
+            .predictor
+            .probability(self.now, shape, within_s, confidence);
+        match (a.status, a.probability) {
+            (Status::Ok, Some(p)) => OracleAnswer::Probability { p },
+            (Status::MaybeDown, _) => OracleAnswer::MaybeDown,
+            _ => OracleAnswer::InsufficientHistory,
+        }
+    }
+
+    fn max_walltime_s(&self) -> Option<u64> {
+        self.max_walltime_s
+    }
+}
+
+/// The oracle of a stored queue at `now`, from its stored jobs.
+pub async fn queue_oracle<S: Store>(
+    store: &S,
+    queue: &Queue,
+    now: i64,
+) -> StoreResult<PredictorOracle> {
+    let mut jobs = Vec::new();
+    let mut stream = std::pin::pin!(stream_jobs(store, queue.id, REBUILD_PAGE));
+    while let Some(job) = stream.try_next().await? {
+        // What had happened by `now`: later submissions and starts are not known yet.
+        if job.submit_time > now {
+            continue;
+        }
+        jobs.push(JobRecord {
+            submit: job.submit_time,
+            start: job.start_time.filter(|s| *s <= now),
+            shape: JobShape {
+                nodes: job.nodes.unwrap_or(0).max(0) as u64,
+                walltime_s: job.walltime_s.unwrap_or(0).max(0) as u64,
+            },
+        });
+    }
+    let predictor = QueuePredictor::from_jobs(EngineConfig::default(), &jobs)
+        .map_err(|e| StoreError::Invalid(format!("engine configuration: {e}")))?;
+    Ok(PredictorOracle::new(
+        predictor,
+        now,
+        queue.max_walltime_s.map(|m| m.max(0) as u64),
+    ))
+}

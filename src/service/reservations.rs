@@ -1,0 +1,548 @@
+//! Managed reservations' executor (`varq.md`, *Managed reservations*): a background
+//! task that re-plans waiting reservations, submits each at its planned time through
+//! its site's scheduler, follows the remote job, and marks success or failure against
+//! `start_at`.
+//!
+//! All state is in the store, so a restart loses nothing, and a reservation is never
+//! submitted twice:
+//! - submission needs a lease taken atomically in the store ([`Store::claim_reservations`]),
+//!   so of several replicas on one PostgreSQL only one submits a given reservation;
+//! - before submitting, the executor asks the scheduler for a job whose name carries the
+//!   reservation id; after a crash between submission and its record it finds that job
+//!   and records it instead of submitting another;
+//! - a lease outlives any submission attempt (the scheduler client's timeout is far
+//!   shorter), so a live holder is never overtaken.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::SiteConfig;
+use crate::plan::lifecycle::{self, RemoteJob, ReservationState};
+use crate::plan::varq::{self, Replan, VarqPlan, VarqRequest};
+use crate::store::{PlanFields, Replanned, Reservation, Store, StoreError, Transition};
+use crate::submit::{RemoteRequest, RemoteStatus, SubmitError, Submitter};
+
+use super::Clock;
+use super::planning::queue_oracle;
+
+/// Seconds a submission lease lasts: far longer than one submission attempt.
+pub const LEASE_S: i64 = 120;
+/// Reservations claimed per tick.
+const CLAIM_BATCH: i64 = 32;
+
+/// The scheduler of every site that has a submit target, by site name.
+#[derive(Debug, Clone, Default)]
+pub struct Submitters(HashMap<String, Submitter>);
+
+impl Submitters {
+    /// None.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The submitters the sites' `[sites.submit]` tables name.
+    pub fn from_config(sites: &[SiteConfig]) -> Result<Self, SubmitError> {
+        let mut map = HashMap::new();
+        for site in sites {
+            if let Some(submit) = &site.submit {
+                map.insert(site.name.clone(), Submitter::from_config(submit)?);
+            }
+        }
+        Ok(Self(map))
+    }
+
+    /// Adds (or replaces) a site's submitter.
+    pub fn insert(&mut self, site: impl Into<String>, submitter: Submitter) {
+        self.0.insert(site.into(), submitter);
+    }
+
+    /// The submitter of a site.
+    pub fn get(&self, site: &str) -> Option<&Submitter> {
+        self.0.get(site)
+    }
+}
+
+/// A new public id: a prefix and 64 random bits in hex.
+pub fn new_uid(prefix: &str) -> String {
+    let mut bytes = [0u8; 8];
+    rand::fill(&mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}{hex}")
+}
+
+/// The VARQ request a stored reservation stands for.
+pub fn request_of(r: &Reservation) -> VarqRequest {
+    VarqRequest {
+        nodes: r.nodes.clamp(1, i64::from(u32::MAX)) as u32,
+        walltime_s: r.walltime_s.max(1) as u64,
+        start_at: r.start_at,
+        min_probability: r.min_probability,
+        confidence: r.confidence,
+        mode: r.mode,
+        step_s: r.step_s.max(1) as u64,
+    }
+}
+
+/// A plan as the store keeps it.
+pub fn plan_fields(p: &VarqPlan) -> PlanFields {
+    PlanFields {
+        submit_at: p.submit_at,
+        advertised_walltime_s: p.advertised_walltime_s.min(i64::MAX as u64) as i64,
+        probability: p.probability,
+    }
+}
+
+/// Why a reservation operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReservationError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The reservation is already final.
+    #[error("the reservation is already {0}")]
+    Final(ReservationState),
+    /// The remote scheduler failed.
+    #[error("the scheduler: {0}")]
+    Remote(#[from] SubmitError),
+}
+
+/// Cancels a reservation (for its owner, or as a redundant co-allocation request): the state first (so an executor that is
+/// submitting it at this moment cancels what it submitted), then every remote job that
+/// carries its id. A reservation that already succeeded stays so, but its job (running
+/// the user's command) is cancelled. Returns the reservation as it is afterwards.
+pub async fn cancel<S: Store>(
+    store: &S,
+    submitters: &Submitters,
+    r: &Reservation,
+    now: i64,
+    reason: &str,
+) -> Result<Reservation, ReservationError> {
+    let mut current = r.clone();
+    // A few attempts: the executor may move it (planned → submitted) meanwhile.
+    for _ in 0..5 {
+        // A reservation that succeeded keeps its outcome; cancelling it stops the job.
+        if current.state == ReservationState::Succeeded {
+            break;
+        }
+        if current.state.is_final() {
+            return Err(ReservationError::Final(current.state));
+        }
+        let t = Transition::new(current.state, ReservationState::Cancelled, now, reason);
+        if store.transition_reservation(current.id, &t).await? {
+            break;
+        }
+        current = store
+            .reservation(&current.uid)
+            .await?
+            .ok_or_else(|| StoreError::Database("the reservation vanished".into()))?;
+    }
+    let after = store
+        .reservation(&current.uid)
+        .await?
+        .ok_or_else(|| StoreError::Database("the reservation vanished".into()))?;
+    if !matches!(
+        after.state,
+        ReservationState::Cancelled | ReservationState::Succeeded
+    ) {
+        return Err(ReservationError::Final(after.state));
+    }
+    if let Some(sub) = submitters.get(&after.site) {
+        // Every live job carrying the id: the recorded one, and any an interrupted
+        // submission left unrecorded.
+        let mut live: Vec<String> = sub
+            .find(&after.uid)
+            .await?
+            .into_iter()
+            .filter(|j| j.ended_at.is_none())
+            .map(|j| j.job_id)
+            .collect();
+        if let Some(id) = &after.remote_job_id
+            && !live.contains(id)
+            && sub.status(id).await?.is_some_and(|j| j.ended_at.is_none())
+        {
+            live.push(id.clone());
+        }
+        for id in live {
+            sub.cancel(&id).await?;
+            store
+                .note_reservation(after.id, now, &format!("remote job {id} cancelled"))
+                .await?;
+        }
+    }
+    Ok(after)
+}
+
+/// What one executor tick did (for logs and tests).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// Reservations re-planned.
+    pub replanned: usize,
+    /// Placeholder jobs submitted.
+    pub submitted: usize,
+    /// Remote jobs found already submitted (after a crash) and recorded.
+    pub adopted: usize,
+    /// State changes from following remote jobs.
+    pub advanced: usize,
+    /// Errors met (logged; the tick went on).
+    pub errors: usize,
+}
+
+/// The executor: one per service replica.
+pub struct Executor<S: Store> {
+    store: S,
+    submitters: Arc<Submitters>,
+    clock: Arc<dyn Clock>,
+    id: String,
+}
+
+impl<S: Store> Executor<S> {
+    /// An executor named `id` (unique per replica: it holds leases under that name).
+    pub fn new(
+        store: S,
+        submitters: Arc<Submitters>,
+        clock: Arc<dyn Clock>,
+        id: impl Into<String>,
+    ) -> Self {
+        Self {
+            store,
+            submitters,
+            clock,
+            id: id.into(),
+        }
+    }
+
+    /// This executor's lease name.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Runs ticks every `interval` until `shutdown` completes.
+    pub async fn run(self, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut timer = tokio::time::interval(interval);
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                _ = timer.tick() => {
+                    match self.tick().await {
+                        Ok(report) if report != TickReport::default() => {
+                            tracing::info!(executor = %self.id, ?report, "reservations tick");
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(executor = %self.id, error = %e, "reservations tick failed"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One pass: re-plan what waits, submit what is due, follow what was submitted.
+    pub async fn tick(&self) -> Result<TickReport, StoreError> {
+        let mut report = TickReport::default();
+        let now = self.clock.now();
+        for r in self.store.active_reservations().await? {
+            let result = match r.state {
+                ReservationState::Planned => self.replan(&r, now, &mut report).await,
+                ReservationState::Submitted | ReservationState::Started => {
+                    self.follow(&r, now, &mut report).await
+                }
+                _ => Ok(()),
+            };
+            if let Err(e) = result {
+                report.errors += 1;
+                tracing::warn!(reservation = %r.uid, error = %e, "reservation step failed");
+            }
+        }
+        let claimed = self
+            .store
+            .claim_reservations(now, &self.id, now + LEASE_S, CLAIM_BATCH)
+            .await?;
+        for r in claimed {
+            if let Err(e) = self.submit(&r, now, &mut report).await {
+                report.errors += 1;
+                tracing::warn!(reservation = %r.uid, error = %e, "submission failed");
+                // Give the lease back so the next tick (of any replica) retries.
+                self.store.release_lease(r.id, &self.id).await?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Re-plans a waiting reservation once per step (`varq.md`: every Δ).
+    async fn replan(
+        &self,
+        r: &Reservation,
+        now: i64,
+        report: &mut TickReport,
+    ) -> Result<(), ReservationError> {
+        let Some(plan) = r.plan else { return Ok(()) };
+        if plan.submit_at <= now || now - r.planned_at < r.step_s || now >= r.start_at {
+            return Ok(());
+        }
+        let Some(site) = self.store.site(&r.site).await? else {
+            return Ok(());
+        };
+        let Some(queue) = self.store.queue(site.id, &r.queue).await? else {
+            return Ok(());
+        };
+        let oracle = queue_oracle(&self.store, &queue, now).await?;
+        let req = request_of(r);
+        let (plan, at_risk, event) = match varq::replan(&req, plan.submit_at, now, &oracle) {
+            Replan::Keep { probability } => (
+                PlanFields {
+                    probability,
+                    ..plan
+                },
+                false,
+                r.at_risk
+                    .then(|| "the plan meets the probability again".to_string()),
+            ),
+            Replan::Move(p) => (
+                plan_fields(&p),
+                false,
+                Some(format!(
+                    "re-planned: submit at {} (p = {:.3})",
+                    super::format_unix(p.submit_at),
+                    p.probability
+                )),
+            ),
+            Replan::AtRisk(best) => {
+                let best = best.map(|p| plan_fields(&p)).unwrap_or(plan);
+                let event = (!r.at_risk || best.submit_at != plan.submit_at).then(|| {
+                    format!(
+                        "at risk: no submission time meets p ≥ {}; best p = {:.3} at {}",
+                        r.min_probability,
+                        best.probability,
+                        super::format_unix(best.submit_at)
+                    )
+                });
+                (best, true, event)
+            }
+        };
+        let changed = self
+            .store
+            .replan_reservation(
+                r.id,
+                &Replanned {
+                    plan,
+                    at_risk,
+                    at: now,
+                    event,
+                },
+            )
+            .await?;
+        if changed {
+            report.replanned += 1;
+        }
+        Ok(())
+    }
+
+    /// Submits a claimed reservation — unless its job is already at the scheduler.
+    async fn submit(
+        &self,
+        r: &Reservation,
+        now: i64,
+        report: &mut TickReport,
+    ) -> Result<(), ReservationError> {
+        let leased = |to: ReservationState, reason: String| Transition {
+            lease_owner: Some(self.id.clone()),
+            ..Transition::new(ReservationState::Planned, to, now, reason)
+        };
+        let Some(sub) = self.submitters.get(&r.site) else {
+            self.store
+                .transition_reservation(
+                    r.id,
+                    &leased(
+                        ReservationState::Error,
+                        format!("site {:?} has no submit target configured", r.site),
+                    ),
+                )
+                .await?;
+            return Ok(());
+        };
+        // Look before submitting: a job carrying this id means an earlier attempt
+        // submitted it and died before recording it.
+        let found = sub.find(&r.uid).await?;
+        if let Some(job) = found
+            .iter()
+            .find(|j| j.ended_at.is_none())
+            .or(found.first())
+        {
+            let t = Transition {
+                remote_job_id: Some(job.job_id.clone()),
+                submitted_at: Some(now),
+                ..leased(
+                    ReservationState::Submitted,
+                    format!(
+                        "remote job {} found already submitted; recorded, not submitted again",
+                        job.job_id
+                    ),
+                )
+            };
+            if self.store.transition_reservation(r.id, &t).await? {
+                report.adopted += 1;
+            }
+            return Ok(());
+        }
+        if now >= r.start_at {
+            self.store
+                .transition_reservation(
+                    r.id,
+                    &leased(
+                        ReservationState::Failed,
+                        "start_at passed before the reservation could be submitted".into(),
+                    ),
+                )
+                .await?;
+            return Ok(());
+        }
+        let Some(plan) = r.plan else {
+            return Ok(());
+        };
+        let request = RemoteRequest {
+            reservation: r.uid.clone(),
+            queue: r.queue.clone(),
+            nodes: r.nodes.clamp(1, i64::from(u32::MAX)) as u32,
+            time_limit_s: plan.advertised_walltime_s.max(1) as u64,
+            start_at: r.start_at,
+            command: r.command.clone(),
+            mode: r.run_mode,
+        };
+        let job_id = match sub.submit(&request).await {
+            Ok(id) => id,
+            Err(e) if e.is_transient() => return Err(e.into()),
+            Err(e) => {
+                self.store
+                    .transition_reservation(
+                        r.id,
+                        &leased(
+                            ReservationState::Error,
+                            format!("the scheduler refused the job: {e}"),
+                        ),
+                    )
+                    .await?;
+                return Ok(());
+            }
+        };
+        report.submitted += 1;
+        tracing::info!(reservation = %r.uid, job_id = %job_id, "submitted");
+        let t = Transition {
+            remote_job_id: Some(job_id.clone()),
+            submitted_at: Some(now),
+            ..leased(
+                ReservationState::Submitted,
+                format!(
+                    "submitted remote job {job_id} with walltime {} s (p = {:.3})",
+                    plan.advertised_walltime_s, plan.probability
+                ),
+            )
+        };
+        if !self.store.transition_reservation(r.id, &t).await? {
+            // Cancelled while we submitted: the job must not stay.
+            let now_state = self.store.reservation(&r.uid).await?.map(|x| x.state);
+            if now_state == Some(ReservationState::Cancelled) {
+                sub.cancel(&job_id).await?;
+                self.store
+                    .note_reservation(r.id, now, &format!("remote job {job_id} cancelled"))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Follows a submitted or started reservation's remote job.
+    async fn follow(
+        &self,
+        r: &Reservation,
+        now: i64,
+        report: &mut TickReport,
+    ) -> Result<(), ReservationError> {
+        let (Some(sub), Some(job_id)) = (self.submitters.get(&r.site), r.remote_job_id.as_deref())
+        else {
+            return Ok(());
+        };
+        let status: Option<RemoteStatus> = sub.status(job_id).await?;
+        let remote = RemoteJob {
+            started_at: status.as_ref().and_then(|s| s.started_at),
+            // A job the scheduler forgot has ended, when is unknown: at the latest now.
+            ended_at: match &status {
+                Some(s) => s.ended_at,
+                None => Some(now),
+            },
+        };
+        let mut state = r.state;
+        while let Some(next) = lifecycle::advance(state, r.start_at, remote, now) {
+            let reason = match next {
+                ReservationState::Started => format!(
+                    "remote job {job_id} started at {}",
+                    super::format_unix(remote.started_at.unwrap_or(now))
+                ),
+                ReservationState::Succeeded => {
+                    format!("remote job {job_id} held its nodes at start_at")
+                }
+                _ => match remote.started_at {
+                    Some(s) if s > r.start_at => format!(
+                        "remote job {job_id} started late, at {}",
+                        super::format_unix(s)
+                    ),
+                    Some(_) => format!("remote job {job_id} ended before start_at"),
+                    None => format!("start_at passed and remote job {job_id} had not started"),
+                },
+            };
+            let t = Transition {
+                started_at: remote.started_at,
+                ended_at: remote.ended_at,
+                ..Transition::new(state, next, now, reason)
+            };
+            if !self.store.transition_reservation(r.id, &t).await? {
+                break;
+            }
+            report.advanced += 1;
+            if next == ReservationState::Started
+                && let Some((coalloc, index)) = r.coallocation
+            {
+                self.cancel_redundant(r, coalloc, index, now).await?;
+            }
+            if next == ReservationState::Failed
+                && status.as_ref().is_some_and(|s| s.ended_at.is_none())
+            {
+                sub.cancel(job_id).await?;
+                self.store
+                    .note_reservation(r.id, now, &format!("remote job {job_id} cancelled"))
+                    .await?;
+            }
+            state = next;
+        }
+        Ok(())
+    }
+
+    /// Once one request of a co-allocation's reservation has started in time, the
+    /// others of that reservation are cancelled (`varq.md` §CO-VARQ).
+    async fn cancel_redundant(
+        &self,
+        started: &Reservation,
+        coalloc: i64,
+        index: i64,
+        now: i64,
+    ) -> Result<(), ReservationError> {
+        for other in self.store.coallocation_members(coalloc).await? {
+            if other.id == started.id
+                || other.coallocation.map(|c| c.1) != Some(index)
+                || other.state.is_final()
+            {
+                continue;
+            }
+            let reason = format!(
+                "redundant: request {} of the same reservation started in time",
+                started.uid
+            );
+            match cancel(&self.store, &self.submitters, &other, now, &reason).await {
+                Ok(_) | Err(ReservationError::Final(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,310 @@
+//! The reservation methods of both backends, written once (`$1…$n` placeholders, which
+//! SQLite also reads). Only claiming differs: PostgreSQL skips rows another replica has
+//! locked (`FOR UPDATE SKIP LOCKED`); SQLite has one writer at a time anyway.
+//! Expects `self.pool` and the row types in scope.
+
+macro_rules! reservation_store_methods {
+    ($lock:literal) => {
+    async fn insert_reservation(&self, r: &NewReservation) -> StoreResult<Reservation> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let plan = r.plan;
+        let row = sqlx::query_as::<_, ReservationRow>(concat!(
+            "INSERT INTO reservations (uid, owner, site, queue, nodes, walltime_s, start_at, \
+               min_probability, confidence, mode, step_s, command, run_mode, state, submit_at, \
+               advertised_walltime_s, probability, at_risk, planned_at, coallocation_id, \
+               coalloc_index, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+               $18, $19, $20, $21, $19, $19) RETURNING ",
+            reservation_columns!()
+        ))
+        .bind(&r.uid)
+        .bind(&r.owner)
+        .bind(&r.site)
+        .bind(&r.queue)
+        .bind(r.nodes)
+        .bind(r.walltime_s)
+        .bind(r.start_at)
+        .bind(r.min_probability)
+        .bind(r.confidence)
+        .bind(mode_name(r.mode))
+        .bind(r.step_s)
+        .bind(&r.command)
+        .bind(r.run_mode.as_str())
+        .bind(r.state.as_str())
+        .bind(plan.map(|p| p.submit_at))
+        .bind(plan.map(|p| p.advertised_walltime_s))
+        .bind(plan.map(|p| p.probability))
+        .bind(r.at_risk)
+        .bind(r.created_at)
+        .bind(r.coallocation.map(|c| c.0))
+        .bind(r.coallocation.map(|c| c.1))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        let stored = Reservation::try_from(row)?;
+        sqlx::query(
+            "INSERT INTO reservation_events (reservation_id, at, state, reason) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(stored.id)
+        .bind(r.created_at)
+        .bind(r.state.as_str())
+        .bind(&r.reason)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(stored)
+    }
+
+    async fn reservation(&self, uid: &str) -> StoreResult<Option<Reservation>> {
+        sqlx::query_as::<_, ReservationRow>(concat!(
+            "SELECT ",
+            reservation_columns!(),
+            " FROM reservations WHERE uid = $1"
+        ))
+        .bind(uid)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .map(Reservation::try_from)
+        .transpose()
+    }
+
+    async fn reservations(&self, owner: Option<&str>, limit: i64) -> StoreResult<Vec<Reservation>> {
+        let rows = sqlx::query_as::<_, ReservationRow>(concat!(
+            "SELECT ",
+            reservation_columns!(),
+            " FROM reservations WHERE ($1 IS NULL OR owner = $1) ORDER BY id DESC LIMIT $2"
+        ))
+        .bind(owner)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        convert(rows)
+    }
+
+    async fn active_reservations(&self) -> StoreResult<Vec<Reservation>> {
+        let rows = sqlx::query_as::<_, ReservationRow>(concat!(
+            "SELECT ",
+            reservation_columns!(),
+            " FROM reservations WHERE state IN ('planned', 'submitted', 'started') ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        convert(rows)
+    }
+
+    async fn reservation_events(&self, id: i64) -> StoreResult<Vec<ReservationEvent>> {
+        let rows = sqlx::query_as::<_, EventRow>(
+            "SELECT at, state, reason FROM reservation_events WHERE reservation_id = $1 ORDER BY id",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        convert(rows)
+    }
+
+    async fn replan_reservation(&self, id: i64, r: &Replanned) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        // Not while an executor holds the submission lease: it submits what it claimed.
+        let done = sqlx::query(
+            "UPDATE reservations SET submit_at = $2, advertised_walltime_s = $3, probability = $4, \
+               at_risk = $5, planned_at = $6, updated_at = $6 \
+             WHERE id = $1 AND state = 'planned' AND (lease_until IS NULL OR lease_until < $6)",
+        )
+        .bind(id)
+        .bind(r.plan.submit_at)
+        .bind(r.plan.advertised_walltime_s)
+        .bind(r.plan.probability)
+        .bind(r.at_risk)
+        .bind(r.at)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .rows_affected()
+            == 1;
+        if done && let Some(reason) = &r.event {
+            sqlx::query(
+                "INSERT INTO reservation_events (reservation_id, at, state, reason) VALUES ($1, $2, 'planned', $3)",
+            )
+            .bind(id)
+            .bind(r.at)
+            .bind(reason)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(done)
+    }
+
+    async fn claim_reservations(
+        &self,
+        now: i64,
+        owner: &str,
+        lease_until: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<Reservation>> {
+        // The conditions are checked again on the row being updated: under PostgreSQL's
+        // READ COMMITTED a second claimer waiting on the row re-reads it, sees the lease
+        // and leaves it. A lease that ran out (its holder died) may be taken over.
+        let rows = sqlx::query_as::<_, ReservationRow>(concat!(
+            "UPDATE reservations SET lease_owner = $2, lease_until = $3, updated_at = $1 \
+             WHERE id IN (SELECT id FROM reservations \
+                 WHERE state = 'planned' AND submit_at <= $1 \
+                   AND (lease_until IS NULL OR lease_until < $1) \
+                 ORDER BY submit_at, id LIMIT $4 ",
+            $lock,
+            ") AND state = 'planned' AND (lease_until IS NULL OR lease_until < $1) RETURNING ",
+            reservation_columns!()
+        ))
+        .bind(now)
+        .bind(owner)
+        .bind(lease_until)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        let mut out: Vec<Reservation> = convert(rows)?;
+        out.sort_by_key(|r| r.id);
+        Ok(out)
+    }
+
+    async fn transition_reservation(&self, id: i64, t: &Transition) -> StoreResult<bool> {
+        if !t.from.can_become(t.to) {
+            return Err(StoreError::Invalid(format!(
+                "a reservation cannot go from {} to {}",
+                t.from, t.to
+            )));
+        }
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let done = sqlx::query(
+            "UPDATE reservations SET state = $3, \
+               remote_job_id = COALESCE($5, remote_job_id), \
+               submitted_at = COALESCE($6, submitted_at), \
+               started_at = COALESCE($7, started_at), \
+               ended_at = COALESCE($8, ended_at), \
+               lease_owner = NULL, lease_until = NULL, updated_at = $9 \
+             WHERE id = $1 AND state = $2 AND ($4 IS NULL OR lease_owner = $4)",
+        )
+        .bind(id)
+        .bind(t.from.as_str())
+        .bind(t.to.as_str())
+        .bind(t.lease_owner.as_deref())
+        .bind(t.remote_job_id.as_deref())
+        .bind(t.submitted_at)
+        .bind(t.started_at)
+        .bind(t.ended_at)
+        .bind(t.at)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .rows_affected()
+            == 1;
+        if done {
+            sqlx::query(
+                "INSERT INTO reservation_events (reservation_id, at, state, reason) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(id)
+            .bind(t.at)
+            .bind(t.to.as_str())
+            .bind(&t.reason)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(done)
+    }
+
+    async fn note_reservation(&self, id: i64, at: i64, reason: &str) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO reservation_events (reservation_id, at, state, reason) \
+             SELECT id, $2, state, $3 FROM reservations WHERE id = $1",
+        )
+        .bind(id)
+        .bind(at)
+        .bind(reason)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn release_lease(&self, id: i64, owner: &str) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE reservations SET lease_owner = NULL, lease_until = NULL \
+             WHERE id = $1 AND lease_owner = $2",
+        )
+        .bind(id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn calibration(&self) -> StoreResult<Vec<Calibration>> {
+        let rows = sqlx::query_as::<_, CalibrationRow>(
+            "SELECT site, queue, COUNT(*) AS finished, \
+               SUM(CASE WHEN state = 'succeeded' THEN 1 ELSE 0 END) AS succeeded, \
+               AVG(probability) AS mean_probability \
+             FROM reservations WHERE state IN ('succeeded', 'failed') \
+             GROUP BY site, queue ORDER BY site, queue",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows.into_iter().map(Calibration::from).collect())
+    }
+
+    async fn insert_coallocation(&self, c: &NewCoallocation) -> StoreResult<Coallocation> {
+        Ok(sqlx::query_as::<_, CoallocationRow>(concat!(
+            "INSERT INTO coallocations (uid, owner, p_all, p_indep, p_expected, count, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ",
+            coallocation_columns!()
+        ))
+        .bind(&c.uid)
+        .bind(&c.owner)
+        .bind(c.p_all)
+        .bind(c.p_indep)
+        .bind(c.p_expected)
+        .bind(c.count)
+        .bind(c.created_at)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_error)?
+        .into())
+    }
+
+    async fn coallocation(&self, uid: &str) -> StoreResult<Option<Coallocation>> {
+        Ok(sqlx::query_as::<_, CoallocationRow>(concat!(
+            "SELECT ",
+            coallocation_columns!(),
+            " FROM coallocations WHERE uid = $1"
+        ))
+        .bind(uid)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .map(Coallocation::from))
+    }
+
+    async fn coallocation_members(&self, id: i64) -> StoreResult<Vec<Reservation>> {
+        let rows = sqlx::query_as::<_, ReservationRow>(concat!(
+            "SELECT ",
+            reservation_columns!(),
+            " FROM reservations WHERE coallocation_id = $1 ORDER BY coalloc_index, id"
+        ))
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        convert(rows)
+    }
+    };
+}
+pub(super) use reservation_store_methods;

@@ -1,0 +1,277 @@
+//! The reservation API in-process, on a fresh database, with the clock fixed: VARQ and
+//! CO-VARQ plans computed from a queue's ingested history, refusals, validation,
+//! ownership and cancel of planned reservations, calibration.
+
+use qbets::store::Scope;
+use serde_json::{Value, json};
+
+use super::{SITE, history, local_site};
+use crate::support::{TEST_NOW, TestApp};
+
+fn iso(t: i64) -> String {
+    qbets::service::format_unix(t)
+}
+
+fn unix(v: &Value) -> i64 {
+    qbets::http::params::timestamp(v.as_str().unwrap()).unwrap()
+}
+
+/// A live site `local` with queues `debug` and `long`, each with 300 jobs of history.
+async fn app_with_history() -> (TestApp, String) {
+    let app = TestApp::with_config(|c| c.sites = vec![local_site()]).await;
+    let admin = app.token("admin", Scope::Admin).await;
+    let r = app
+        .json(
+            "PUT",
+            &format!("/v1/sites/{SITE}"),
+            Some(&admin),
+            &json!({"queues": [{"name": "debug", "max_walltime": "01:00:00"}, {"name": "long"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    for queue in ["debug", "long"] {
+        let jobs: Vec<Value> = history(TEST_NOW, 300)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (submit, start))| {
+                json!({"job_id": format!("{queue}-{i}"), "queue": queue, "submit": iso(submit),
+                       "start": iso(start), "end": iso(start + 100), "nodes": 1,
+                       "walltime": 600, "state": "completed"})
+            })
+            .collect();
+        let r = app
+            .json(
+                "POST",
+                &format!("/v1/sites/{SITE}/jobs"),
+                Some(&admin),
+                &json!({ "jobs": jobs }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    (app, admin)
+}
+
+fn varq(start_at: i64, p: f64) -> Value {
+    json!({"site": SITE, "queue": "debug", "nodes": 1, "walltime": "00:05:00",
+           "start_at": iso(start_at), "min_probability": p})
+}
+
+#[tokio::test]
+async fn varq_plans_follow_the_queue_history_and_refusals_name_the_best() {
+    let (app, _) = app_with_history().await;
+    let start_at = TEST_NOW + 600;
+    let r = app
+        .json("POST", "/v1/plans/varq", None, &varq(start_at, 0.9))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let plan = r.json();
+    assert_eq!(unix(&plan["as_of"]), TEST_NOW);
+    let submit_at = unix(&plan["submit_at"]);
+    let p = plan["probability"].as_f64().unwrap();
+    assert!((TEST_NOW..start_at).contains(&submit_at), "{plan}");
+    assert!(p >= 0.9, "{plan}");
+    let lead = (start_at - submit_at) as u64;
+    assert_eq!(plan["advertised_walltime_s"], 300 + lead);
+    assert_eq!(plan["max_overhead_node_s"], lead);
+    assert_eq!(plan["required_node_s"], 300);
+    // Every wait in the history is under a minute: a lead of a minute or more is
+    // nearly certain, and `latest` takes the last time that still meets p.
+    assert!(lead >= 30 && lead <= 120, "lead {lead}: {plan}");
+    let traj = plan["trajectory"].as_array().unwrap();
+    assert_eq!(traj.len(), 20, "one point every 30 s from now to start_at");
+    for t in traj {
+        let at = unix(&t["submit_at"]);
+        let tp = t["probability"].as_f64().unwrap();
+        assert_eq!(t["status"], "ok");
+        assert_eq!(t["lead_s"].as_i64().unwrap(), start_at - at);
+        if at > submit_at {
+            assert!(tp < 0.9, "a later point meets p: {t}");
+        }
+    }
+
+    // max_probability: the highest point of the same trajectory.
+    let mut body = varq(start_at, 0.5);
+    body["mode"] = json!("max_probability");
+    let best = app.json("POST", "/v1/plans/varq", None, &body).await.json();
+    let top = traj
+        .iter()
+        .map(|t| t["probability"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(best["probability"].as_f64().unwrap(), top);
+
+    // Unreachable: 422 naming the best probability and when.
+    let r = app
+        .json("POST", "/v1/plans/varq", None, &varq(start_at, 0.999_999))
+        .await;
+    let problem = r.problem(422);
+    assert_eq!(problem["type"], "urn:qbets:problem:no-plan");
+    assert_eq!(problem["best_probability"].as_f64().unwrap(), top);
+    let when = unix(&problem["best_submit_at"]);
+    assert!((TEST_NOW..start_at).contains(&when));
+
+    // Bad fields, all at once; a past start_at; unknown queue.
+    let r = app
+        .json(
+            "POST",
+            "/v1/plans/varq",
+            None,
+            &json!({"site": SITE, "queue": "debug", "nodes": 0, "walltime": "bogus",
+                    "start_at": iso(start_at), "min_probability": 1.5}),
+        )
+        .await;
+    r.invalid(&["nodes", "walltime", "min_probability"]);
+    let r = app
+        .json("POST", "/v1/plans/varq", None, &varq(TEST_NOW - 1, 0.5))
+        .await;
+    r.invalid(&["start_at"]);
+    let mut body = varq(start_at, 0.5);
+    body["queue"] = json!("nope");
+    app.json("POST", "/v1/plans/varq", None, &body)
+        .await
+        .problem(404);
+    let mut body = varq(start_at, 0.5);
+    body["surprise"] = json!(1);
+    app.json("POST", "/v1/plans/varq", None, &body)
+        .await
+        .problem(400);
+}
+
+#[tokio::test]
+async fn reservations_belong_to_their_token_and_cancel_while_planned() {
+    let (app, admin) = app_with_history().await;
+    let alice = app.token("alice", Scope::Reserve).await;
+    let bob = app.token("bob", Scope::Reserve).await;
+    let reader = app.token("reader", Scope::Read).await;
+    let mut body = varq(TEST_NOW + 3600, 0.9);
+    body["command"] = json!("hostname");
+    app.json("POST", "/v1/reservations", None, &body)
+        .await
+        .problem(401);
+    app.json("POST", "/v1/reservations", Some(&reader), &body)
+        .await
+        .problem(403);
+
+    let r = app
+        .json("POST", "/v1/reservations", Some(&alice), &body)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let made = r.json();
+    let id = made["id"].as_str().unwrap().to_string();
+    assert_eq!(made["state"], "planned");
+    assert_eq!(made["owner"], "alice");
+    assert_eq!(made["run_mode"], "hold");
+    assert_eq!(made["at_risk"], false);
+    assert!(made["plan"]["probability"].as_f64().unwrap() >= 0.9);
+    assert_eq!(made["events"][0]["state"], "planned");
+
+    // Bob sees nothing of Alice's.
+    let uri = format!("/v1/reservations/{id}");
+    app.get(&uri, Some(&bob)).await.problem(404);
+    app.json("DELETE", &uri, Some(&bob), &json!({}))
+        .await
+        .problem(404);
+    let list = app.get("/v1/reservations", Some(&bob)).await.json();
+    assert_eq!(list["reservations"].as_array().unwrap().len(), 0);
+    let list = app.get("/v1/reservations", Some(&alice)).await.json();
+    assert_eq!(list["reservations"][0]["id"], id.as_str());
+    let one = app.get(&uri, Some(&alice)).await.json();
+    assert_eq!(one["plan"], made["plan"]);
+
+    // Cancel while planned: no remote job to remove; a second cancel is a conflict.
+    let r = app.json("DELETE", &uri, Some(&alice), &json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let gone = r.json();
+    assert_eq!(gone["state"], "cancelled");
+    assert_eq!(gone["remote_job_id"], Value::Null);
+    let events: Vec<&str> = gone["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["planned", "cancelled"]);
+    app.json("DELETE", &uri, Some(&alice), &json!({}))
+        .await
+        .problem(409);
+
+    // A site without a submit target takes no reservations; bad fields are named.
+    app.json(
+        "PUT",
+        "/v1/sites/other",
+        Some(&admin),
+        &json!({"queues": [{"name": "q"}]}),
+    )
+    .await;
+    let mut other = body.clone();
+    other["site"] = json!("other");
+    other["queue"] = json!("q");
+    app.json("POST", "/v1/reservations", Some(&alice), &other)
+        .await
+        .problem(409);
+    let mut bad = body.clone();
+    bad["command"] = json!("  ");
+    bad["run_mode"] = json!("sometimes");
+    let p = app
+        .json("POST", "/v1/reservations", Some(&alice), &bad)
+        .await
+        .problem(400);
+    assert_eq!(p["errors"][0]["field"], "run_mode", "{p}");
+
+    // Nothing has finished: calibration lists nothing yet.
+    let cal = app.get("/v1/calibration", None).await.json();
+    assert_eq!(cal["queues"], json!([]));
+}
+
+#[tokio::test]
+async fn covarq_plans_boost_each_reservation_to_p_indep() {
+    let (app, alice_admin) = app_with_history().await;
+    let _ = alice_admin;
+    let body = json!({
+        "reservations": [
+            {"nodes": 1, "walltime": 300, "start_at": iso(TEST_NOW + 3600)},
+            {"nodes": 1, "walltime": "00:10:00", "start_at": iso(TEST_NOW + 7200)},
+        ],
+        "candidates": [{"site": SITE, "queue": "debug"}, {"site": SITE, "queue": "long"}],
+        "p_all": 0.999,
+    });
+    let r = app.json("POST", "/v1/plans/covarq", None, &body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let plan = r.json();
+    let p_indep = plan["p_indep"].as_f64().unwrap();
+    assert!((p_indep - 0.999f64.sqrt()).abs() < 1e-12);
+    let mut product = 1.0;
+    for (i, res) in plan["reservations"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(res["index"], i);
+        let reqs = res["requests"].as_array().unwrap();
+        let ps: Vec<f64> = reqs
+            .iter()
+            .map(|q| q["probability"].as_f64().unwrap())
+            .collect();
+        let p_i = res["probability"].as_f64().unwrap();
+        assert!((p_i - (1.0 - ps.iter().map(|p| 1.0 - p).product::<f64>())).abs() < 1e-12);
+        assert!(p_i >= p_indep, "{res}");
+        assert!(ps.windows(2).all(|w| w[0] >= w[1]), "most likely first");
+        // Stops as soon as P_indep is reached: without the last request it was not.
+        let without_last = 1.0 - ps[..ps.len() - 1].iter().map(|p| 1.0 - p).product::<f64>();
+        assert!(ps.len() == 1 || without_last < p_indep);
+        product *= p_i;
+    }
+    assert!((plan["p_expected"].as_f64().unwrap() - product).abs() < 1e-12);
+
+    // Asking more than every candidate together gives: 422 naming the reservation.
+    let mut greedy = body.clone();
+    greedy["p_all"] = json!(0.999_999_999);
+    let p = app
+        .json("POST", "/v1/plans/covarq", None, &greedy)
+        .await
+        .problem(422);
+    assert_eq!(p["reservation"], 0);
+    assert!(p["best_probability"].as_f64().unwrap() < 0.999_999_999);
+    let mut bad = body.clone();
+    bad["reservations"][1]["nodes"] = json!(0);
+    bad["candidates"] = json!([]);
+    app.json("POST", "/v1/plans/covarq", None, &bad)
+        .await
+        .invalid(&["candidates", "reservations[1].nodes"]);
+}

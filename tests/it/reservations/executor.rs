@@ -1,0 +1,565 @@
+//! The executor against the live local Slurm (`scripts/local-slurm`; fails, never
+//! skips, without it). A crash is simulated by dropping an executor with its state
+//! persisted — a lease taken, a job submitted but not recorded — and starting another:
+//! the scheduler must then hold exactly one job carrying the reservation's id. Two
+//! executors on one PostgreSQL database race for the same reservations. The end-to-end
+//! test runs the service's router and executor on the real clock against a busy queue.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, header};
+use http_body_util::BodyExt;
+use qbets::plan::lifecycle::{ReservationState, RunMode};
+use qbets::plan::varq::Mode;
+use qbets::service::reservations::{Executor, LEASE_S, Submitters, cancel, new_uid};
+use qbets::service::{AppState, FixedClock, Predictors, SystemClock, tokens};
+use qbets::sources::slurm_rest::{ClientConfig, JobSubmission, SlurmRestClient};
+use qbets::store::{
+    Backend, NewJob, NewQueue, NewReservation, NewSite, PgStore, PlanFields, Reservation, Scope,
+    SiteKind, SqliteStore, Store, StoreTask, with_store,
+};
+use qbets::submit::{RemoteRequest, RemoteStatus, Submitter};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::{SITE, history, local_site};
+use crate::support::{TestDb, postgres_url};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn real_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn submitters() -> Arc<Submitters> {
+    assert!(
+        std::env::var("SLURMRESTD_URL").is_ok(),
+        "SLURMRESTD_URL is not set: eval \"$(scripts/local-slurm env)\" (scripts/test does)"
+    );
+    Arc::new(Submitters::from_config(&[local_site()]).unwrap())
+}
+
+/// Runs a test body on the store a URL names.
+macro_rules! on_store {
+    ($url:expr, $body:ident $(, $arg:expr)*) => {
+        match Backend::from_url($url).unwrap() {
+            Backend::Sqlite => {
+                let s = SqliteStore::connect($url).await.unwrap();
+                s.migrate().await.unwrap();
+                $body(s $(, $arg)*).await
+            }
+            Backend::Postgres => {
+                let s = PgStore::connect($url).await.unwrap();
+                s.migrate().await.unwrap();
+                $body(s $(, $arg)*).await
+            }
+        }
+    };
+}
+
+/// A planned reservation on the local site's `debug` queue, due at `submit_at`.
+async fn seed<S: Store>(
+    store: &S,
+    submit_at: i64,
+    start_at: i64,
+    run_mode: RunMode,
+) -> Reservation {
+    let site = store
+        .upsert_site(&NewSite {
+            name: SITE.into(),
+            kind: SiteKind::Live,
+            description: String::new(),
+            time_zone: None,
+        })
+        .await
+        .unwrap();
+    store
+        .upsert_queue(
+            site.id,
+            &NewQueue {
+                name: "debug".into(),
+                max_walltime_s: None,
+                max_nodes: None,
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .insert_reservation(&NewReservation {
+            uid: new_uid("r"),
+            owner: "alice".into(),
+            site: SITE.into(),
+            queue: "debug".into(),
+            nodes: 1,
+            walltime_s: 60,
+            start_at,
+            min_probability: 0.5,
+            confidence: 0.95,
+            mode: Mode::Latest,
+            step_s: 30,
+            command: "sleep 1".into(),
+            run_mode,
+            state: ReservationState::Planned,
+            plan: Some(PlanFields {
+                submit_at,
+                advertised_walltime_s: 60 + (start_at - submit_at),
+                probability: 0.9,
+            }),
+            at_risk: false,
+            coallocation: None,
+            reason: "planned by the test".into(),
+            created_at: submit_at,
+        })
+        .await
+        .unwrap()
+}
+
+async fn reread<S: Store>(store: &S, r: &Reservation) -> Reservation {
+    store.reservation(&r.uid).await.unwrap().unwrap()
+}
+
+fn slurm(subs: &Submitters) -> &Submitter {
+    subs.get(SITE).unwrap()
+}
+
+/// Cancels whatever is left of a reservation at the scheduler, and waits until every
+/// job carrying its id has ended and is reported in its final state.
+async fn cleanup(sub: &Submitter, uid: &str) -> Vec<RemoteStatus> {
+    let start = Instant::now();
+    loop {
+        let jobs = sub.find(uid).await.unwrap();
+        // Slurm 22.05 reports COMPLETING, not the final state, while epilogs run.
+        if jobs
+            .iter()
+            .all(|j| j.ended_at.is_some() && j.state != "COMPLETING")
+        {
+            return jobs;
+        }
+        for j in jobs.iter().filter(|j| j.ended_at.is_none()) {
+            sub.cancel(&j.job_id).await.unwrap();
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "jobs of {uid} still alive: {jobs:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn crash_after_submission<S: Store>(store: S) {
+    let subs = submitters();
+    let now = real_now();
+    let clock = FixedClock::at(now);
+    let r = seed(&store, now, now + 900, RunMode::Hold).await;
+
+    // Executor "a" claims the reservation, submits its job, and dies (kill -9) before
+    // recording the submission: the lease and the remote job are all that remain.
+    let claimed = store
+        .claim_reservations(now, "a", now + LEASE_S, 8)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let plan = r.plan.unwrap();
+    let job = slurm(&subs)
+        .submit(&RemoteRequest {
+            reservation: r.uid.clone(),
+            queue: r.queue.clone(),
+            nodes: 1,
+            time_limit_s: plan.advertised_walltime_s as u64,
+            start_at: r.start_at,
+            command: r.command.clone(),
+            mode: r.run_mode,
+        })
+        .await
+        .unwrap();
+
+    // A restarted service respects the dead executor's lease while it lasts…
+    let b = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "b");
+    let report = b.tick().await.unwrap();
+    assert_eq!((report.submitted, report.adopted), (0, 0), "{report:?}");
+    assert_eq!(reread(&store, &r).await.state, ReservationState::Planned);
+
+    // …then takes it over, finds the job by the reservation id and records it.
+    clock.set(now + LEASE_S + 1);
+    let report = b.tick().await.unwrap();
+    assert_eq!((report.submitted, report.adopted), (0, 1), "{report:?}");
+    let after = reread(&store, &r).await;
+    assert_eq!(after.state, ReservationState::Submitted);
+    assert_eq!(after.remote_job_id.as_deref(), Some(job.as_str()));
+    let report = b.tick().await.unwrap();
+    assert_eq!((report.submitted, report.adopted), (0, 0));
+    let remote = slurm(&subs).find(&r.uid).await.unwrap();
+    assert_eq!(
+        remote.len(),
+        1,
+        "exactly one job carries the id: {remote:?}"
+    );
+    assert_eq!(remote[0].job_id, job);
+
+    // Cancel removes the remote job.
+    let cancelled = cancel(&store, &subs, &after, now + LEASE_S + 2, "test")
+        .await
+        .unwrap();
+    assert_eq!(cancelled.state, ReservationState::Cancelled);
+    let ended = cleanup(slurm(&subs), &r.uid).await;
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0].state, "CANCELLED");
+    let events = store.reservation_events(r.id).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.contains("found already submitted")),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason == format!("remote job {job} cancelled"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_submission_and_its_record_does_not_submit_twice() {
+    let db = TestDb::fresh().await;
+    on_store!(db.url(), crash_after_submission);
+}
+
+async fn crash_before_submission<S: Store>(store: S) {
+    let subs = submitters();
+    let now = real_now();
+    let clock = FixedClock::at(now);
+    let r = seed(&store, now, now + 900, RunMode::BestEffort).await;
+    // "a" claims and dies before submitting.
+    assert_eq!(
+        store
+            .claim_reservations(now, "a", now + LEASE_S, 8)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let b = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "b");
+    assert_eq!(b.tick().await.unwrap().submitted, 0);
+    clock.set(now + LEASE_S + 1);
+    let report = b.tick().await.unwrap();
+    assert_eq!((report.submitted, report.adopted), (1, 0), "{report:?}");
+    // Another restart finds nothing to do.
+    let c = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "c");
+    let report = c.tick().await.unwrap();
+    assert_eq!((report.submitted, report.adopted), (0, 0), "{report:?}");
+    let after = reread(&store, &r).await;
+    assert!(after.state.may_have_remote_job(), "{after:?}");
+    let remote = slurm(&subs).find(&r.uid).await.unwrap();
+    assert_eq!(remote.len(), 1, "{remote:?}");
+    assert_eq!(
+        after.remote_job_id.as_deref(),
+        Some(remote[0].job_id.as_str())
+    );
+    cleanup(slurm(&subs), &r.uid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_before_submission_submits_exactly_once_after_the_lease() {
+    let db = TestDb::fresh().await;
+    on_store!(db.url(), crash_before_submission);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_executors_on_one_postgres_submit_each_reservation_once() {
+    let admin =
+        postgres_url().unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let db = TestDb::postgres(&admin).await;
+    let one = PgStore::connect(db.url()).await.unwrap();
+    one.migrate().await.unwrap();
+    let two = PgStore::connect(db.url()).await.unwrap();
+    let subs = submitters();
+    let now = real_now();
+    let clock = Arc::new(FixedClock::at(now));
+    let mut seeded = Vec::new();
+    for _ in 0..8 {
+        seeded.push(seed(&one, now, now + 900, RunMode::BestEffort).await);
+    }
+    let a = Executor::new(one.clone(), subs.clone(), clock.clone(), "replica-1");
+    let b = Executor::new(two.clone(), subs.clone(), clock.clone(), "replica-2");
+    let mut submitted = (0, 0);
+    for _ in 0..3 {
+        let (ra, rb) = tokio::join!(a.tick(), b.tick());
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        assert_eq!(ra.adopted + rb.adopted, 0);
+        submitted.0 += ra.submitted;
+        submitted.1 += rb.submitted;
+    }
+    assert_eq!(submitted.0 + submitted.1, 8, "{submitted:?}");
+    for r in &seeded {
+        let after = reread(&two, r).await;
+        assert!(
+            after.state.may_have_remote_job() || after.state.is_final(),
+            "{after:?}"
+        );
+        let remote = slurm(&subs).find(&r.uid).await.unwrap();
+        assert_eq!(remote.len(), 1, "{}: {remote:?}", r.uid);
+        assert_eq!(
+            after.remote_job_id.as_deref(),
+            Some(remote[0].job_id.as_str())
+        );
+        let events = two.reservation_events(r.id).await.unwrap();
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| e.state == ReservationState::Submitted)
+                .count(),
+            1
+        );
+    }
+    for r in &seeded {
+        cleanup(slurm(&subs), &r.uid).await;
+    }
+}
+
+/// The service as `qbets serve` runs it, on the real clock: router and executor.
+struct Service {
+    subs: Arc<Submitters>,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl StoreTask for Service {
+    type Output = (Router, String, tokio::task::JoinHandle<()>);
+    async fn run<S: Store>(self, store: S) -> Self::Output {
+        let now = real_now();
+        let site = store
+            .upsert_site(&NewSite {
+                name: SITE.into(),
+                kind: SiteKind::Live,
+                description: String::new(),
+                time_zone: None,
+            })
+            .await
+            .unwrap();
+        let queue = store
+            .upsert_queue(
+                site.id,
+                &NewQueue {
+                    name: "debug".into(),
+                    max_walltime_s: Some(3600),
+                    max_nodes: None,
+                },
+            )
+            .await
+            .unwrap();
+        let jobs: Vec<NewJob> = history(now, 300)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (submit, start))| NewJob {
+                site_id: site.id,
+                queue_id: queue.id,
+                job_id: format!("h{i}"),
+                submit_time: submit,
+                start_time: Some(start),
+                end_time: Some(start + 100),
+                nodes: Some(1),
+                walltime_s: Some(600),
+                state: qbets::store::JobState::Completed,
+            })
+            .collect();
+        store.insert_jobs(&jobs).await.unwrap();
+        let (secret, _) = tokens::create(&store, "alice", Scope::Reserve)
+            .await
+            .unwrap();
+        let (predictors, _) = Predictors::rebuild(&store, |_| {}).await.unwrap();
+        let mut stop = self.stop;
+        let executor = Executor::new(
+            store.clone(),
+            self.subs.clone(),
+            Arc::new(SystemClock),
+            "e2e",
+        );
+        let handle = tokio::spawn(executor.run(Duration::from_secs(1), async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }));
+        let config = qbets::config::Config {
+            sites: vec![local_site()],
+            ..Default::default()
+        };
+        let state = AppState::new(store, config, predictors, Arc::new(SystemClock))
+            .with_submitters(self.subs);
+        (
+            qbets::http::router(state),
+            secret.expose().to_string(),
+            handle,
+        )
+    }
+}
+
+async fn call(
+    router: &Router,
+    method: &str,
+    uri: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+        .unwrap();
+    let res = router.clone().oneshot(req).await.unwrap();
+    let status = res.status().as_u16();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn unix(v: &Value) -> i64 {
+    qbets::http::params::timestamp(v.as_str().unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_to_end_a_reservation_on_a_busy_queue_holds_its_node_at_start_at() {
+    let db = TestDb::fresh().await;
+    let subs = submitters();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (router, token, executor) = with_store(
+        db.url(),
+        Service {
+            subs: subs.clone(),
+            stop: stop_rx,
+        },
+    )
+    .await
+    .unwrap();
+
+    // Make the queue busy: four 4-CPU jobs fill the 16-CPU node for a minute.
+    let client = SlurmRestClient::new(&ClientConfig {
+        url: std::env::var("SLURMRESTD_URL").unwrap(),
+        api_version: std::env::var("SLURMRESTD_API_VERSION")
+            .unwrap_or_else(|_| "v0.0.38".into())
+            .parse()
+            .unwrap(),
+        user: std::env::var("SLURMRESTD_USER").unwrap_or_else(|_| "root".into()),
+        token_env: Some("SLURM_JWT".into()),
+        token_file: None,
+        timeout_s: 30,
+        connect_timeout_s: 5,
+    })
+    .unwrap();
+    let tag = new_uid("busy-");
+    let mut busy = Vec::new();
+    for i in 0..4 {
+        let job = client
+            .submit(&JobSubmission {
+                name: format!("qbets-it-{tag}-{i}"),
+                partition: Some("debug".into()),
+                nodes: 1,
+                time_limit_s: 300,
+                script: "#!/bin/sh\nsleep 60\n".into(),
+                working_dir: "/tmp".into(),
+                environment: vec![],
+                cpus_per_task: Some(4),
+            })
+            .await
+            .unwrap();
+        busy.push(job.job_id);
+    }
+
+    // A reservation 100 s ahead, p ≥ 0.9: the history says a minute of lead is plenty.
+    let start_at = real_now() + 100;
+    let (status, made) = call(
+        &router,
+        "POST",
+        "/v1/reservations",
+        &token,
+        Some(
+            json!({"site": SITE, "queue": "debug", "nodes": 1, "walltime": 60,
+                    "start_at": qbets::service::format_unix(start_at),
+                    "min_probability": 0.9, "command": "sleep 600"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    let id = made["id"].as_str().unwrap().to_string();
+    let submit_at = unix(&made["plan"]["submit_at"]);
+    assert!(submit_at < start_at && submit_at > real_now() - 5, "{made}");
+    let uri = format!("/v1/reservations/{id}");
+
+    // Watch it: submitted at the planned time, started before start_at, then succeeded.
+    let started = Instant::now();
+    let mut seen_pending_at_submission = None;
+    let view = loop {
+        let (_, view) = call(&router, "GET", &uri, &token, None).await;
+        if view["state"] == "submitted" && seen_pending_at_submission.is_none() {
+            let job = view["remote_job_id"].as_str().unwrap();
+            seen_pending_at_submission =
+                Some(slurm(&subs).status(job).await.unwrap().unwrap().pending);
+        }
+        if ["succeeded", "failed", "error", "cancelled"].contains(&view["state"].as_str().unwrap())
+        {
+            break view;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "no outcome by now: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(view["state"], "succeeded", "{view}");
+    let submitted_at = unix(&view["submitted_at"]);
+    // Re-planning may have moved the submission time: the last plan is the one kept.
+    let submit_at = unix(&view["plan"]["submit_at"]);
+    assert!(
+        (submit_at..=submit_at + 10).contains(&submitted_at),
+        "submitted at {submitted_at}, planned {submit_at}: {view}"
+    );
+    let job_started = unix(&view["started_at"]);
+    assert!(job_started <= start_at, "{view}");
+    let job_id = view["remote_job_id"].as_str().unwrap().to_string();
+    let remote = slurm(&subs).status(&job_id).await.unwrap().unwrap();
+    assert_eq!(
+        remote.state, "RUNNING",
+        "holding its node past start_at: {remote:?}"
+    );
+    let states: Vec<&str> = view["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        ["planned", "submitted", "started", "succeeded"],
+        "{view}"
+    );
+
+    // Cancel removes the remote job; the outcome stays.
+    let (status, after) = call(&router, "DELETE", &uri, &token, None).await;
+    assert_eq!(status, 200, "{after}");
+    assert_eq!(after["state"], "succeeded");
+    let ended = cleanup(slurm(&subs), &id).await;
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0].state, "CANCELLED");
+    let (_, cal) = call(&router, "GET", "/v1/calibration", &token, None).await;
+    assert_eq!(
+        cal["queues"][0],
+        json!({"site": SITE, "queue": "debug", "finished": 1, "succeeded": 1,
+               "mean_predicted_probability": made["plan"]["probability"], "achieved_fraction": 1.0})
+    );
+
+    let _ = stop_tx.send(true);
+    executor.await.unwrap();
+    for job in busy {
+        client.cancel(job).await.ok();
+    }
+    eprintln!(
+        "e2e: planned submit {submit_at}, submitted {submitted_at}, started {job_started}, \
+         start_at {start_at}; queue busy at submission: {seen_pending_at_submission:?}"
+    );
+}
