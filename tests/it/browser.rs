@@ -254,6 +254,33 @@ async fn the_dashboard_in_headless_chromium() {
         "return document.querySelector('#queue option')",
     )
     .await;
+    // A planned reservation draws its probability trajectory with the chosen point.
+    s.eval(
+        "const q = document.getElementById('queue'); q.value = 'normal'; return q.value",
+        json!([]),
+    )
+    .await;
+    s.fill("#nodes", "1").await;
+    s.fill("#walltime", "00:30:00").await;
+    s.fill("#min_probability", "0.5").await;
+    s.click("#plan-button").await;
+    let drawn = s
+        .wait_for(
+            "the plan and its trajectory",
+            WAIT,
+            r#"const c = document.getElementById('trajectory');
+               const a = document.getElementById('plan-answers');
+               const e = document.getElementById('plan-error');
+               if (!e.hidden) return 'refused: ' + e.innerText;
+               return a && c.querySelector('canvas') && [Number(c.dataset.points), Number(a.dataset.submitAt)]"#,
+        )
+        .await;
+    assert!(drawn.is_array(), "{drawn}");
+    assert!(drawn[0].as_i64().unwrap() > 1, "{drawn}");
+    assert!(
+        drawn[1].as_i64().unwrap() >= TEST_NOW,
+        "submit at or after now: {drawn}"
+    );
     s.screenshot_page(&shots.join("reservations.png")).await;
     s.quit().await;
 }
