@@ -284,3 +284,81 @@ async fn the_dashboard_in_headless_chromium() {
     s.screenshot_page(&shots.join("reservations.png")).await;
     s.quit().await;
 }
+
+/// `qbets serve --demo` on its own SQLite file, killed on drop.
+struct DemoServer {
+    child: std::process::Child,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for DemoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn demo_server() -> DemoServer {
+    let dir = tempfile::tempdir().unwrap();
+    let port = crate::webdriver::free_port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_qbets"))
+        .args(["serve", "--demo", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--database-url")
+        .arg(format!("sqlite://{}", dir.path().join("demo.db").display()))
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("qbets serve --demo starts");
+    let server = DemoServer {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        _dir: dir,
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(res) = http_client()
+            .get(format!("{}/v1/sites/demo/queues", server.base))
+            .send()
+            .await
+            && res.status().is_success()
+            && let Ok(v) = res.json::<Value>().await
+            && v["queues"].as_array().is_some_and(|q| !q.is_empty())
+        {
+            return server;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the demo site did not appear in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_lists_the_demo_sites_queues() {
+    let server = demo_server().await;
+    let driver = Driver::start().await;
+    let s = driver.session(1280, 1000).await;
+    s.goto(&format!("{}/ui/", server.base)).await;
+    let shown = s
+        .wait_for(
+            "the demo's queues",
+            WAIT,
+            r#"return [...document.querySelectorAll('[data-site="demo"] tr[data-queue]')]
+                 .map(r => r.dataset.queue)"#,
+        )
+        .await;
+    let listed: Vec<Value> = api(&server.base, "/v1/sites/demo/queues").await["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].clone())
+        .collect();
+    assert_eq!(shown, Value::Array(listed));
+    s.screenshot_page(&screenshot_dir().join("overview-demo.png"))
+        .await;
+    s.quit().await;
+}
