@@ -71,6 +71,13 @@ function stateBadge(queue, answers) {
     since ? el("span", { class: "muted small" }, ` since ${fmtTime(since)}`) : null);
 }
 
+/** A bound in a table cell: "47 min", "1 h 07", "2 d 4 h". */
+function fmtShort(s) {
+  if (s < 3600) return fmtDuration(s);
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${String(Math.round((s % 3600) / 60)).padStart(2, "0")}`.replace(/ h 60$/, " h 59");
+  return fmtDuration(s);
+}
+
 function boundCell(result) {
   if (!result || result.error) {
     const e = result && result.error;
@@ -78,7 +85,7 @@ function boundCell(result) {
   }
   const a = result.ok;
   if (a.status === "ok" && a.bound_s !== null && a.bound_s !== undefined) {
-    return el("td", { class: "num", dataset: { boundS: a.bound_s } }, fmtDuration(a.bound_s));
+    return el("td", { class: "num bound", dataset: { boundS: a.bound_s } }, fmtShort(a.bound_s));
   }
   return el("td", { class: "num muted", title: statusText(a.status) },
     a.status === "maybe_down" ? "down?" : "—");
@@ -154,7 +161,10 @@ async function siteCard(site) {
           const r = si < p.shapes.length ? answers[si * QUANTILES.length + qi] : null;
           const td = boundCell(r);
           if (qi === 0) td.classList.add("first");
-          if (si < p.shapes.length) td.title = td.title || `${shapeLabel(p.shapes[si])}, quantile ${QUANTILES[qi]}`;
+          if (si < p.shapes.length) {
+            td.title = td.title || `${shapeLabel(p.shapes[si])}, quantile ${QUANTILES[qi]}`;
+            Object.assign(td.dataset, { nodes: p.shapes[si].nodes, walltimeS: p.shapes[si].walltime_s, quantile: QUANTILES[qi] });
+          }
           cells.push(td);
         }
       }

@@ -88,6 +88,40 @@ async fn the_dashboard_in_headless_chromium() {
         .map(|q| q["name"].clone())
         .collect();
     assert_eq!(shown, Value::Array(listed));
+    // Every bound shown is the API's for that shape and quantile.
+    let cells = s
+        .wait_for(
+            "the overview's bounds",
+            WAIT,
+            r#"const c = [...document.querySelectorAll('[data-site="demo"] tr[data-queue] td[data-quantile]')];
+               return c.some(td => td.dataset.boundS) && c.map(td => [td.closest('tr').dataset.queue,
+                 td.dataset.nodes, td.dataset.walltimeS, td.dataset.quantile, td.dataset.boundS || null])"#,
+        )
+        .await;
+    let cells = cells.as_array().unwrap();
+    assert!(cells.len() >= 12, "{cells:?}");
+    for cell in cells {
+        let [queue, nodes, walltime_s, quantile, shown] = cell.as_array().unwrap().as_slice()
+        else {
+            panic!("{cell}")
+        };
+        let answer = api(
+            &base,
+            &format!(
+                "/v1/sites/demo/queues/{}/bound?nodes={}&walltime={}&quantile={}&confidence=0.95",
+                queue.as_str().unwrap(),
+                nodes.as_str().unwrap(),
+                walltime_s.as_str().unwrap(),
+                quantile.as_str().unwrap()
+            ),
+        )
+        .await;
+        let want = answer["bound_s"]
+            .as_i64()
+            .map(|b| Value::String(b.to_string()));
+        assert_eq!(shown, &want.unwrap_or(Value::Null), "{cell} vs {answer}");
+    }
+
     // Ingest health: each source of the site, with the API's counts.
     let sources = s
         .wait_for(
@@ -138,6 +172,60 @@ async fn the_dashboard_in_headless_chromium() {
         .await;
     assert!(refused.as_str().unwrap().contains("nodes"), "{refused}");
 
+    // Asked properly, it shows the API's bounds and deadline probability.
+    s.fill("#nodes", "4").await;
+    s.fill("#walltime", "01:30:00").await;
+    s.fill("#deadline", "00:45:00").await;
+    s.click("#ask").await;
+    let shown = s
+        .wait_for(
+            "the my-job answers",
+            WAIT,
+            r#"const a = [...document.querySelectorAll('#answers [data-quantile]')];
+               const p = document.querySelector('#answers [data-probability]');
+               return a.length === 3 && p && document.getElementById('myjob-error').hidden
+                 && { bounds: a.map(x => [x.dataset.quantile, x.dataset.status, x.dataset.boundS]),
+                      probability: [p.dataset.status, p.dataset.probability] }"#,
+        )
+        .await;
+    let shape = "/v1/sites/demo/queues/normal/bound?nodes=4&walltime=01:30:00&confidence=0.95";
+    let mut want = Vec::new();
+    for q in ["0.5", "0.75", "0.95"] {
+        let b = api(&base, &format!("{shape}&quantile={q}")).await;
+        want.push(json!([
+            q,
+            b["status"],
+            b["bound_s"]
+                .as_i64()
+                .map_or(String::new(), |v| v.to_string())
+        ]));
+    }
+    assert_eq!(shown["bounds"], Value::Array(want));
+    assert_eq!(shown["bounds"][2][1], "ok", "the 0.95 bound has history");
+    let text = http_client()
+        .get(format!(
+            "{base}/v1/sites/demo/queues/normal/deadline?nodes=4&walltime=01:30:00&deadline=00:45:00&confidence=0.95"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let d: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(shown["probability"][0], d["status"]);
+    // serde_json's default float parsing may be one ulp off; compare the digits the
+    // server sent, each read with std's correctly rounded parser, with the page's.
+    let digits = text
+        .split("\"probability\":")
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .unwrap_or_else(|| panic!("no probability in {text}"));
+    let sent: f64 = digits.parse().unwrap();
+    let shown_p: f64 = shown["probability"][1].as_str().unwrap().parse().unwrap();
+    assert_eq!(shown_p.to_bits(), sent.to_bits(), "{shown_p} vs {text}");
+    s.screenshot_page(&shots.join("queue.png")).await;
+
     // The same pages at a phone's width.
     s.resize(412, 915).await;
     s.goto(&format!("{base}/ui/")).await;
@@ -166,6 +254,111 @@ async fn the_dashboard_in_headless_chromium() {
         "return document.querySelector('#queue option')",
     )
     .await;
+    // A planned reservation draws its probability trajectory with the chosen point.
+    s.eval(
+        "const q = document.getElementById('queue'); q.value = 'normal'; return q.value",
+        json!([]),
+    )
+    .await;
+    s.fill("#nodes", "1").await;
+    s.fill("#walltime", "00:30:00").await;
+    s.fill("#min_probability", "0.5").await;
+    s.click("#plan-button").await;
+    let drawn = s
+        .wait_for(
+            "the plan and its trajectory",
+            WAIT,
+            r#"const c = document.getElementById('trajectory');
+               const a = document.getElementById('plan-answers');
+               const e = document.getElementById('plan-error');
+               if (!e.hidden) return 'refused: ' + e.innerText;
+               return a && c.querySelector('canvas') && [Number(c.dataset.points), Number(a.dataset.submitAt)]"#,
+        )
+        .await;
+    assert!(drawn.is_array(), "{drawn}");
+    assert!(drawn[0].as_i64().unwrap() > 1, "{drawn}");
+    assert!(
+        drawn[1].as_i64().unwrap() >= TEST_NOW,
+        "submit at or after now: {drawn}"
+    );
     s.screenshot_page(&shots.join("reservations.png")).await;
+    s.quit().await;
+}
+
+/// `qbets serve --demo` on its own SQLite file, killed on drop.
+struct DemoServer {
+    child: std::process::Child,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for DemoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn demo_server() -> DemoServer {
+    let dir = tempfile::tempdir().unwrap();
+    let port = crate::webdriver::free_port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_qbets"))
+        .args(["serve", "--demo", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--database-url")
+        .arg(format!("sqlite://{}", dir.path().join("demo.db").display()))
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("qbets serve --demo starts");
+    let server = DemoServer {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        _dir: dir,
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(res) = http_client()
+            .get(format!("{}/v1/sites/demo/queues", server.base))
+            .send()
+            .await
+            && res.status().is_success()
+            && let Ok(v) = res.json::<Value>().await
+            && v["queues"].as_array().is_some_and(|q| !q.is_empty())
+        {
+            return server;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the demo site did not appear in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_lists_the_demo_sites_queues() {
+    let server = demo_server().await;
+    let driver = Driver::start().await;
+    let s = driver.session(1280, 1000).await;
+    s.goto(&format!("{}/ui/", server.base)).await;
+    let shown = s
+        .wait_for(
+            "the demo's queues",
+            WAIT,
+            r#"return [...document.querySelectorAll('[data-site="demo"] tr[data-queue]')]
+                 .map(r => r.dataset.queue)"#,
+        )
+        .await;
+    let listed: Vec<Value> = api(&server.base, "/v1/sites/demo/queues").await["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].clone())
+        .collect();
+    assert_eq!(shown, Value::Array(listed));
+    s.screenshot_page(&screenshot_dir().join("overview-demo.png"))
+        .await;
     s.quit().await;
 }

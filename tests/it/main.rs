@@ -5,9 +5,9 @@
 //! (`support::TestDb`: SQLite, or PostgreSQL when `TEST_DATABASE_URL` is set).
 
 mod bounds;
-mod demo;
 mod browser;
 mod dashboard;
+mod demo;
 mod http_api;
 mod import_trace;
 mod ingest;

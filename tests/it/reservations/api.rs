@@ -77,7 +77,7 @@ async fn varq_plans_follow_the_queue_history_and_refusals_name_the_best() {
     assert_eq!(plan["required_node_s"], 300);
     // Every wait in the history is under a minute: a lead of a minute or more is
     // nearly certain, and `latest` takes the last time that still meets p.
-    assert!(lead >= 30 && lead <= 120, "lead {lead}: {plan}");
+    assert!((30..=120).contains(&lead), "lead {lead}: {plan}");
     let traj = plan["trajectory"].as_array().unwrap();
     assert_eq!(traj.len(), 20, "one point every 30 s from now to start_at");
     for t in traj {
