@@ -6,6 +6,7 @@
 //!   one is not disturbed) and restarted, then a private PostgreSQL restarted under the
 //!   running ingest: nothing lost, nothing doubled.
 //! - PBS and SGE accounting files followed across a restart of the poller.
+//!
 //! Waits are polls with deadlines.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
