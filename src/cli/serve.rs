@@ -10,9 +10,10 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::{Config, Overrides};
+use crate::service::demo::{Demo, DemoOptions};
 use crate::service::reservations::{Executor, Submitters};
-use crate::service::{AppState, Predictors, SystemClock};
-use crate::store::{Store, StoreTask, redact_url, with_store};
+use crate::service::{AppState, Clock, Predictors, SystemClock};
+use crate::store::{DEFAULT_DATABASE_URL, Store, StoreTask, redact_url, with_store};
 
 /// Where the service's settings come from (shared by every service subcommand).
 #[derive(Debug, Clone, clap::Args)]
@@ -35,10 +36,19 @@ pub struct ServeArgs {
     /// Where the store and configuration are.
     #[command(flatten)]
     pub store: StoreArgs,
-    /// Start a live simulated demo site (not available yet: issue 4, part 2).
+    /// Start a live simulated site, "demo" (a Cirne-model workload under EASY
+    /// backfilling, in accelerated time, after a pre-roll of 14 simulated days). Unless
+    /// a database is given, it runs on its own SQLite file, ./qbets-demo.db, made
+    /// afresh at each start (qbets.db is left alone).
     #[arg(long)]
     pub demo: bool,
+    /// With --demo: simulated seconds per real second (300: a second is five minutes).
+    #[arg(long, value_name = "X", default_value_t = 300.0, requires = "demo")]
+    pub demo_speedup: f64,
 }
+
+/// The demo's own database when none is given.
+pub const DEMO_DATABASE_URL: &str = "sqlite://qbets-demo.db";
 
 /// Loads the configuration from every layer, flags last.
 pub fn load_config(store: &StoreArgs, listen: Option<SocketAddr>) -> anyhow::Result<Config> {
@@ -75,19 +85,25 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Runs `qbets serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    if args.demo {
-        eprintln!(
-            "qbets serve --demo: the live demo site is not available yet (it needs the \
-             QBETS engine and the simulator, issue 4 part 2); run `qbets serve` and \
-             `qbets import --site NAME TRACE.swf.gz` instead"
-        );
-        return Ok(ExitCode::from(2));
+    if args.demo && !(args.demo_speedup.is_finite() && args.demo_speedup > 0.0) {
+        anyhow::bail!("--demo-speedup: must be a positive number");
     }
-    let config = load_config(&args.store, args.listen)?;
+    let mut config = load_config(&args.store, args.listen)?;
     init_logging(&config);
+    let demo = args.demo.then(|| DemoOptions {
+        speedup: args.demo_speedup,
+        ..DemoOptions::default()
+    });
+    if demo.is_some() && config.database_url == DEFAULT_DATABASE_URL {
+        // A fresh demo each time, and the user's own qbets.db untouched.
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("qbets-demo.db{suffix}"));
+        }
+        config.database_url = DEMO_DATABASE_URL.to_string();
+    }
     let url = config.database_url.clone();
     runtime()?.block_on(async move {
-        with_store(&url, Serve { config })
+        with_store(&url, Serve { config, demo })
             .await
             .with_context(|| format!("cannot open the store at {}", redact_url(&url)))?
     })?;
@@ -96,6 +112,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
 struct Serve {
     config: Config,
+    demo: Option<DemoOptions>,
 }
 
 impl StoreTask for Serve {
@@ -129,16 +146,21 @@ impl StoreTask for Serve {
             Submitters::from_config(&self.config.sites)
                 .context("cannot set up the sites' submit targets")?,
         );
-        let clock: Arc<dyn crate::service::Clock> = Arc::new(SystemClock);
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let sites = self.config.sites.clone();
         let batch_size = self.config.import.batch_size;
         let reservations = self.config.reservations.clone();
-        let state = AppState::new(store, self.config, predictors, clock.clone())
+        let state = AppState::new(store.clone(), self.config, predictors, clock.clone())
             .with_submitters(submitters.clone());
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let executor = reservations.executor.then(|| {
-            let executor = Executor::new(state.store.clone(), submitters, clock, executor_id())
-                .with_predictors(state.predictors.clone());
+            let executor = Executor::new(
+                state.store.clone(),
+                submitters,
+                clock.clone(),
+                executor_id(),
+            )
+            .with_predictors(state.predictors.clone());
             tracing::info!(executor = %executor.id(), "reservations executor started");
             let tick = std::time::Duration::from_secs(reservations.tick_s.max(1));
             let mut stopped = stopped.clone();
@@ -146,6 +168,10 @@ impl StoreTask for Serve {
                 let _ = stopped.wait_for(|s| *s).await;
             }))
         });
+        let demo = match self.demo {
+            Some(opts) => Some(start_demo(&store, &state.predictors, opts, clock).await?),
+            None => None,
+        };
         // Each configured source runs in the background; one failing never stops the
         // others or the API.
         let sources = crate::service::ingest::spawn_sources(
@@ -162,6 +188,9 @@ impl StoreTask for Serve {
         }
         crate::http::serve(listener, state, shutdown_signal()).await?;
         sources.stop().await;
+        if let Some(d) = demo {
+            d.abort();
+        }
         let _ = stop.send(true);
         if let Some(task) = executor {
             let _ = task.await;
@@ -169,6 +198,40 @@ impl StoreTask for Serve {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Creates the demo site, runs its pre-roll (with a progress bar), and starts its
+/// live ticks in the background.
+async fn start_demo<S: Store>(
+    store: &S,
+    predictors: &Arc<Predictors>,
+    opts: DemoOptions,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let started = std::time::Instant::now();
+    let preroll = opts.preroll_s;
+    let speedup = opts.speedup;
+    let mut demo = Demo::new(store, predictors, opts, clock).await?;
+    let bar = super::progress::bar(preroll.max(0) as u64, "simulated s");
+    bar.set_message("demo pre-roll");
+    let records = demo
+        .preroll(store, predictors, |done| {
+            bar.set_position(done.max(0) as u64)
+        })
+        .await?;
+    bar.finish_and_clear();
+    tracing::info!(
+        site = %demo.site().name,
+        records,
+        preroll_days = preroll / 86_400,
+        speedup,
+        duration_ms = started.elapsed().as_secs_f64() * 1e3,
+        "demo site live (try /v1/sites/demo/queues/normal/bound?nodes=8&walltime=01:00:00)"
+    );
+    let (store, predictors) = (store.clone(), predictors.clone());
+    Ok(tokio::spawn(async move {
+        demo.run(store, predictors, std::future::pending()).await;
+    }))
 }
 
 /// A name for this replica's executor, unique among replicas: host, process and a

@@ -17,6 +17,9 @@ use crate::sim::cirne::{ArrivalPattern, CirneModel, QueueSpec};
 use crate::sim::metrics::{Metrics, metrics};
 use crate::sim::run::{RunResult, run_jobs};
 use crate::sim::swf_jobs::{self, SkipReason, jobs_from_trace, offered_load};
+use crate::sim::varq_experiment::{
+    VarqExperiment, run_varq_experiment, summarize as varq_summarize,
+};
 use crate::sim::{Policy, SimConfig, SimJob};
 use crate::trace::swf::{self, SwfRecord, SwfTrace};
 
@@ -68,9 +71,28 @@ pub struct Args {
     #[arg(long, value_parser = parse_priorities)]
     pub priority: Option<BTreeMap<i32, i32>>,
     /// Where to write the simulated schedule (SWF); with `--experiment`, the per-run
-    /// records (JSON lines).
-    #[arg(long, required_unless_present = "experiment")]
+    /// records (JSON lines); with `--varq-fraction`, the per-request records (JSON
+    /// lines).
+    #[arg(long, required_unless_present_any = ["experiment", "varq_fraction"])]
     pub out: Option<PathBuf>,
+    /// Run the VARQ generality experiment (Nurmi §5.3.4): each job becomes, with this
+    /// chance, a VARQ request for the next deadline (every `--varq-period` seconds),
+    /// planned from a QBETS predictor fed by the simulated history.
+    #[arg(long, requires = "varq_probability", conflicts_with = "experiment")]
+    pub varq_fraction: Option<f64>,
+    /// Minimum success probability of the VARQ requests.
+    #[arg(long, requires = "varq_fraction")]
+    pub varq_probability: Option<f64>,
+    /// Seconds between VARQ deadlines (the dissertation: six hours).
+    #[arg(long, default_value_t = crate::sim::varq_experiment::DEFAULT_PERIOD_S)]
+    pub varq_period: i64,
+    /// Spacing of VARQ's candidate submission times, seconds.
+    #[arg(long, default_value_t = crate::plan::varq::DEFAULT_STEP_S)]
+    pub varq_step: u64,
+    /// The attribute the experiment's QBETS predictor clusters jobs by (walltime,
+    /// nodes, node-seconds, walltime-then-nodes); default: the product's.
+    #[arg(long, requires = "varq_fraction")]
+    pub varq_cluster_by: Option<crate::engine::Attribute>,
     /// Run an experiment instead of one simulation: `cirne-sa` is Cirne's Chapter 5
     /// (one moldable job per run in a model workload, conservative backfilling).
     #[arg(long, conflicts_with_all = ["trace", "model", "policy"])]
@@ -132,8 +154,14 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(Experiment::CirneSa) = args.experiment {
         return run_sa_experiment(&args);
     }
-    let (Some(policy), Some(out)) = (args.policy, args.out.clone()) else {
-        bail!("--policy and --out are required");
+    let Some(policy) = args.policy else {
+        bail!("--policy is required");
+    };
+    let varq = args.varq_fraction.is_some();
+    let out = match args.out.clone() {
+        Some(out) => out,
+        None if varq => PathBuf::new(),
+        None => bail!("--out is required"),
     };
     if let Some(f) = args.load_scale
         && !(f.is_finite() && f > 0.0)
@@ -198,6 +226,16 @@ pub fn run(args: Args) -> Result<()> {
     header.push(format!("MaxProcs: {processors}"));
     header.push(format!("MaxJobs: {}", jobs.len()));
 
+    if policy == Policy::Conservative && !priority.is_empty() {
+        // The simulator's conservative backfilling reserves in arrival order: a
+        // high-priority arrival cannot pass the reservations already given, so ranks
+        // would be honoured only by compression, not as a priority scheduler does.
+        bail!(
+            "--policy conservative cannot be combined with queue priorities \
+             (--priority or --demo-queues): conservative backfilling reserves in arrival \
+             order and would not honour the ranks; use --policy easy, fcfs or los"
+        );
+    }
     let cfg = SimConfig {
         processors,
         policy,
@@ -210,6 +248,22 @@ pub fn run(args: Args) -> Result<()> {
             .map(|(q, r)| format!("{q}={r}"))
             .collect();
         header.push(format!("Note: queue priority ranks {}", p.join(",")));
+    }
+    if let (Some(fraction), Some(probability)) = (args.varq_fraction, args.varq_probability) {
+        let source = match &args.trace {
+            Some(p) => p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            None => format!("model cirne (seed {})", args.seed),
+        };
+        let mut exp = VarqExperiment::new(cfg, fraction, probability, args.seed);
+        exp.period_s = args.varq_period;
+        exp.step_s = args.varq_step;
+        if let Some(a) = args.varq_cluster_by {
+            exp.engine.attribute = a;
+        }
+        return run_varq(&exp, &jobs, &source, args.out.as_deref(), args.json);
     }
     let start = jobs.first().map_or(0, |j| j.submit);
     let pb = progress::bar(jobs.len() as u64, "jobs");
@@ -383,6 +437,79 @@ fn print_metrics(m: &Metrics, policy: &Policy, processors: u32, total: usize) {
     );
     println!("  utilization         {:.4}", m.utilization);
     println!("  makespan            {}", h(m.makespan as f64));
+}
+
+/// The VARQ generality experiment on `jobs`: Table 5.6's cell and Table 5.5's.
+fn run_varq(
+    exp: &VarqExperiment,
+    jobs: &[SimJob],
+    source: &str,
+    out: Option<&Path>,
+    json: bool,
+) -> Result<()> {
+    exp.validate().map_err(anyhow::Error::msg)?;
+    let pb = progress::bar(jobs.len() as u64, "jobs");
+    pb.set_message("varq");
+    let run = run_varq_experiment(exp, jobs, |n| pb.set_position(n)).map_err(anyhow::Error::msg)?;
+    pb.finish_and_clear();
+    if !run.refused.is_empty() {
+        bail!(
+            "the simulator refused {} jobs (first: job {}: {})",
+            run.refused.len(),
+            run.refused[0].0.id,
+            run.refused[0].1
+        );
+    }
+    if let Some(out) = out {
+        let file =
+            File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
+        let mut w = BufWriter::new(file);
+        for r in &run.records {
+            serde_json::to_writer(&mut w, r)?;
+            writeln!(w)?;
+        }
+        w.flush()
+            .with_context(|| format!("{}: cannot write", out.display()))?;
+    }
+    let s = varq_summarize(exp, jobs.len(), &run);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!(
+        "varq generality on {source}: policy {}, {} processors, seed {}",
+        exp.sim.policy, exp.sim.processors, exp.seed
+    );
+    println!(
+        "  deadlines every {} s, planning step {} s, confidence {}, predictor clusters by {}",
+        exp.period_s, exp.step_s, exp.confidence, exp.engine.attribute
+    );
+    println!(
+        "  {} jobs: {} VARQ requests (fraction {}), {} accepted, {} refused (ran as ordinary jobs)",
+        s.jobs, s.requests, s.fraction, s.accepted, s.refused
+    );
+    println!("  fraction  P     pred.  act.   count   req. node-h  used node-h  ratio  worst");
+    println!(
+        "  {:<8}  {:<4}  {:.3}  {:.3}  {:>5}  {:>12.1}  {:>11.1}  {:>5.2}  {:>5.2}",
+        s.fraction,
+        s.probability,
+        s.mean_predicted,
+        s.achieved,
+        s.accepted,
+        s.required_node_h,
+        s.used_node_h,
+        s.ratio,
+        s.worst_case_ratio
+    );
+    println!(
+        "  succeeded {} of {} (binomial sd of the fraction {:.3}); mean lead {:.0} s",
+        s.succeeded, s.accepted, s.binomial_sd, s.mean_lead_s
+    );
+    println!(
+        "  mean wait of the other jobs {:.0} s; makespan {} s",
+        s.mean_wait_others_s, s.makespan_s
+    );
+    Ok(())
 }
 
 fn run_sa_experiment(args: &Args) -> Result<()> {

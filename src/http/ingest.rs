@@ -214,6 +214,11 @@ fn read_record(
             Some(at("job_id")),
             "must be 1 to 128 characters".to_string(),
         ));
+    } else if j.job_id.chars().any(char::is_control) {
+        errors.push((
+            Some(at("job_id")),
+            "must not contain control characters".to_string(),
+        ));
     }
     if let Err(e) = crate::service::check_name(&j.queue) {
         errors.push((Some(at("queue")), e));

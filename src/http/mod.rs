@@ -6,6 +6,8 @@
 //! layer and the store's trait and domain types (never SQL).
 
 pub mod auth;
+pub mod bounds;
+pub mod dashboard;
 pub mod error;
 pub mod ingest;
 pub mod ops;
@@ -51,6 +53,11 @@ use error::{ApiError, FieldError, Problem};
         ingest::post_jobs,
         ingest::list_rejects,
         ingest::get_ingest,
+        bounds::get_bound,
+        bounds::get_deadline,
+        bounds::list_clusters,
+        bounds::list_bounds,
+        bounds::post_bounds,
         reservations::post_varq_plan,
         reservations::post_covarq_plan,
         reservations::post_reservation,
@@ -69,6 +76,7 @@ use error::{ApiError, FieldError, Problem};
     tags(
         (name = "sites", description = "Sites, queues and waits"),
         (name = "ingest", description = "Job records pushed by sites, records kept aside, sources' health"),
+        (name = "predictions", description = "Bounds on queue waits, deadline probabilities, clusters"),
         (name = "reservations", description = "Virtual advance reservations (VARQ), co-allocations (CO-VARQ) and their calibration"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
@@ -146,8 +154,10 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
     Router::new()
         .merge(sites::router())
         .merge(ingest::router())
+        .merge(bounds::router())
         .merge(reservations::router())
         .merge(ops::router())
+        .merge(dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(http.max_body_bytes))

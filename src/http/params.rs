@@ -122,6 +122,15 @@ pub fn positive(text: &str, max: i64) -> Result<i64, String> {
     }
 }
 
+/// Parses a boolean flag: `true` or `false`.
+pub fn flag(text: &str) -> Result<bool, String> {
+    match text.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("must be true or false, got {text:?}")),
+    }
+}
+
 /// Largest node count accepted (beyond any machine's size).
 pub const MAX_NODES: i64 = 100_000_000;
 

@@ -108,6 +108,26 @@ pub struct QueueView {
     /// Latest submission, RFC 3339.
     #[schema(format = DateTime)]
     pub last_submit: Option<String>,
+    /// `up`, or `maybe_down` when no job has started for unusually long while jobs
+    /// wait (availability inference); as of the site's `as_of`.
+    pub state: QueueStateName,
+    /// Since when the queue may be down (null when up).
+    #[schema(format = DateTime)]
+    pub since: Option<String>,
+    /// Jobs waiting in the queue, as the predictor knows them.
+    pub pending: usize,
+    /// The queue's clusters (service classes) with their 0.95/0.95 bounds.
+    pub clusters: Vec<super::bounds::ClusterInfoView>,
+}
+
+/// A queue's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueStateName {
+    /// Jobs start as usual.
+    Up,
+    /// No job has started for unusually long while jobs wait.
+    MaybeDown,
 }
 
 /// The queues of a site.
@@ -135,6 +155,11 @@ pub struct WaitsQuery {
     /// Most jobs returned, 1 to 10000 (default 1000).
     #[param(value_type = Option<i64>, minimum = 1, maximum = 10000)]
     pub limit: Option<String>,
+    /// `true`: when the window holds more than `limit` jobs, return `limit` of them
+    /// spread evenly over it (the first and the last included) instead of the first
+    /// `limit` — for charts of long windows (default `false`).
+    #[param(value_type = Option<bool>)]
+    pub thin: Option<String>,
 }
 
 /// Default and largest `limit` of `…/waits`.
@@ -184,8 +209,11 @@ pub struct WaitsResponse {
     /// The instant the site's answers speak for.
     #[schema(format = DateTime)]
     pub as_of: String,
-    /// Whether the window held more jobs than `limit`.
+    /// Whether the window held more jobs than `limit` (then `jobs` holds the first
+    /// `limit`, or with `thin` an even selection).
     pub truncated: bool,
+    /// How many jobs started in the window (counted when `thin` is asked for).
+    pub total: Option<i64>,
     /// By start time.
     pub jobs: Vec<WaitView>,
 }
@@ -288,15 +316,45 @@ async fn queues_response<S: Store>(
     site: Site,
 ) -> ApiResult<axum::Json<QueuesResponse>> {
     let stats = state.store.queue_stats(site.id).await?;
+    let as_of = state.as_of(&site, last_event(&stats));
+    let queues = stats
+        .into_iter()
+        .map(|q| {
+            state.predictors.register(&site, &q.queue);
+            let (st, clusters) = state
+                .predictors
+                .with_predictor(&site.name, &q.queue.name, |p, at| {
+                    (Some(p.state(at)), p.clusters())
+                })
+                .unwrap_or((None, Vec::new()));
+            queue_view(q, st, clusters)
+        })
+        .collect();
     Ok(axum::Json(QueuesResponse {
-        as_of: format_time(state.as_of(&site, last_event(&stats))),
+        as_of: format_time(as_of),
         site: site.name,
-        queues: stats.into_iter().map(queue_view).collect(),
+        queues,
     }))
 }
 
-fn queue_view(q: QueueStats) -> QueueView {
+fn queue_view(
+    q: QueueStats,
+    st: Option<crate::engine::QueueState>,
+    clusters: Vec<crate::engine::ClusterInfo>,
+) -> QueueView {
+    let down = st.as_ref().and_then(|s| s.down_since);
     QueueView {
+        state: if down.is_some() {
+            QueueStateName::MaybeDown
+        } else {
+            QueueStateName::Up
+        },
+        since: down.map(format_time),
+        pending: st.as_ref().map_or(0, |s| s.pending),
+        clusters: clusters
+            .into_iter()
+            .map(super::bounds::cluster_info_view)
+            .collect(),
         max_walltime: q.queue.max_walltime_s.map(format_walltime),
         name: q.queue.name,
         max_walltime_s: q.queue.max_walltime_s,
@@ -410,7 +468,9 @@ pub async fn put_site<S: Store>(
         )));
     }
     for q in &queues {
-        state.store.upsert_queue(site.id, q).await?;
+        let q = state.store.upsert_queue(site.id, q).await?;
+        // Answers for a queue with no jobs yet, and its limits for site selection.
+        state.predictors.register(&site, &q);
     }
     queues_response(&state, site).await
 }
@@ -460,6 +520,9 @@ pub async fn list_waits<S: Store>(
     let limit = fields
         .opt("limit", q.limit.as_deref(), |t| positive(t, WAITS_LIMIT.1))
         .unwrap_or(WAITS_LIMIT.0);
+    let thin = fields
+        .opt("thin", q.thin.as_deref(), super::params::flag)
+        .unwrap_or(false);
     if let (Some(s), Some(u)) = (since, until)
         && s >= u
     {
@@ -477,20 +540,34 @@ pub async fn list_waits<S: Store>(
     let as_of = state.as_of(&site, last);
     let until = until.unwrap_or(as_of.saturating_add(1));
     let since = since.unwrap_or(until.saturating_sub(86_400));
-    let mut jobs = state
-        .store
-        .jobs_started(
-            queue.id,
-            StartWindow {
-                since,
-                until,
-                // One more than asked tells whether the window was cut short.
-                limit: limit + 1,
-            },
-        )
-        .await?;
-    let truncated = jobs.len() as i64 > limit;
-    jobs.truncate(limit as usize);
+    let window = StartWindow {
+        since,
+        until,
+        limit,
+    };
+    let (jobs, truncated, total) = if thin {
+        let total = state.store.count_started(queue.id, window).await?;
+        let jobs = state
+            .store
+            .jobs_started_thinned(queue.id, window, total)
+            .await?;
+        (jobs, total > limit, Some(total))
+    } else {
+        // One more than asked tells whether the window was cut short.
+        let mut jobs = state
+            .store
+            .jobs_started(
+                queue.id,
+                StartWindow {
+                    limit: limit + 1,
+                    ..window
+                },
+            )
+            .await?;
+        let truncated = jobs.len() as i64 > limit;
+        jobs.truncate(limit as usize);
+        (jobs, truncated, None)
+    };
     Ok(axum::Json(WaitsResponse {
         site: site.name,
         queue: queue.name,
@@ -498,6 +575,7 @@ pub async fn list_waits<S: Store>(
         until: format_time(until),
         as_of: format_time(as_of),
         truncated,
+        total,
         jobs: jobs.into_iter().filter_map(wait_view).collect(),
     }))
 }

@@ -132,6 +132,15 @@ pub async fn ingest<S: Store>(
         out.changed = changed.len() as u64;
     }
     if !kept.is_empty() {
+        // Kept as received, except NUL, which PostgreSQL's text cannot hold.
+        for r in &mut kept {
+            if r.raw.contains('\0') {
+                r.raw = r.raw.replace('\0', "\u{FFFD}");
+            }
+            if r.reason.contains('\0') {
+                r.reason = r.reason.replace('\0', "\u{FFFD}");
+            }
+        }
         store.insert_rejects(&kept).await?;
     }
     out.rejected = kept.len() as u64;
@@ -300,6 +309,9 @@ async fn poll_once<S: Store, Src: Source>(
     Ok(batch.more)
 }
 
+/// How long a stopping source may take to finish its write.
+pub const STOP_WAIT: Duration = Duration::from_secs(10);
+
 /// The background sources of a running service.
 pub struct RunningSources {
     stop: watch::Sender<bool>,
@@ -307,11 +319,15 @@ pub struct RunningSources {
 }
 
 impl RunningSources {
-    /// Stops every source and waits for them.
+    /// Stops every source: each finishes the write it is in (a poll's records, then its
+    /// cursor), at most [`STOP_WAIT`]; one still busy then (a long trace import) is
+    /// aborted, which is safe as every write is idempotent.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
-        for t in self.tasks {
-            let _ = t.await;
+        for mut t in self.tasks {
+            if tokio::time::timeout(STOP_WAIT, &mut t).await.is_err() {
+                t.abort();
+            }
         }
     }
 
@@ -435,7 +451,9 @@ pub async fn spawn_sources<S: Store>(
     Ok(RunningSources { stop, tasks })
 }
 
-/// Imports an SWF trace once (re-importing changes nothing, so a restart is harmless).
+/// Imports an SWF trace once. The file's size and modification time are kept as the
+/// source's cursor, so a restart does not read an unchanged trace again (re-importing
+/// would change nothing anyway).
 async fn import_swf_once<S: Store>(
     store: &S,
     site: &str,
@@ -443,6 +461,27 @@ async fn import_swf_once<S: Store>(
     batch_size: usize,
     now: i64,
 ) {
+    let fingerprint = std::fs::metadata(path).ok().map(|m| {
+        let mtime = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs());
+        format!("{} bytes, modified {mtime}", m.len())
+    });
+    let known = match store.site(site).await {
+        Ok(Some(s)) => store
+            .source_state(s.id, "swf")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|st| st.cursor),
+        _ => None,
+    };
+    if fingerprint.is_some() && known == fingerprint {
+        tracing::info!(site, path = %path.display(), "SWF trace already imported");
+        return;
+    }
     let p = path.to_path_buf();
     let trace = match tokio::task::spawn_blocking(move || crate::trace::swf::read_file(&p)).await {
         Ok(Ok(t)) => t,
@@ -462,13 +501,32 @@ async fn import_swf_once<S: Store>(
         now,
     };
     match super::import::import_trace(store, &trace, &opts, |_| {}).await {
-        Ok(s) => tracing::info!(
-            site,
-            records = s.records,
-            inserted = s.inserted,
-            rejected = s.rejected,
-            "SWF trace imported"
-        ),
+        Ok(s) => {
+            tracing::info!(
+                site,
+                records = s.records,
+                inserted = s.inserted,
+                rejected = s.rejected,
+                "SWF trace imported"
+            );
+            if let Ok(Some(st)) = store.site(site).await {
+                let done = store
+                    .source_succeeded(&SourceProgress {
+                        site_id: st.id,
+                        source: "swf".into(),
+                        kind: "swf".into(),
+                        cursor: fingerprint,
+                        at: now,
+                        accepted: s.inserted as i64,
+                        rejected: s.rejects_new as i64,
+                        last_record_at: None,
+                    })
+                    .await;
+                if let Err(e) = done {
+                    tracing::warn!(site, error = %e, "cannot record the SWF import");
+                }
+            }
+        }
         Err(e) => tracing::error!(site, error = %e, "SWF import failed"),
     }
 }

@@ -2,11 +2,12 @@
 //! the application state ([`AppState`]) with the live predictors' seam, API tokens,
 //! trace import, the clock and the metrics registry.
 //!
-//! May import: the store (generic over [`crate::store::Store`]), the trace reader,
-//! tokio, tracing, prometheus-client, sha2/subtle/rand for tokens. No SQL and no HTTP
+//! May import: the store (generic over [`crate::store::Store`]), the trace reader, the
+//! engine and the simulator (pure), tokio, tracing, prometheus-client, sha2/subtle/rand for tokens. No SQL and no HTTP
 //! types: those stay in `src/store` and `src/http`.
 
 pub mod clock;
+pub mod demo;
 pub mod import;
 pub mod ingest;
 pub mod metrics;

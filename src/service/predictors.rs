@@ -157,13 +157,39 @@ impl Live {
 struct QueueEntry {
     live: RwLock<Live>,
     advanced_to: AtomicI64,
+    limits: RwLock<QueueLimits>,
+}
+
+/// A queue's limits, where known (a job beyond them cannot run there).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Longest walltime accepted, seconds.
+    pub max_walltime_s: Option<i64>,
+    /// Most nodes a job may ask for.
+    pub max_nodes: Option<i64>,
+}
+
+impl QueueLimits {
+    fn of(queue: &Queue) -> Self {
+        Self {
+            max_walltime_s: queue.max_walltime_s,
+            max_nodes: queue.max_nodes,
+        }
+    }
+
+    /// Whether a job of `shape` fits (unknown limits admit everything).
+    pub fn admits(&self, shape: JobShape) -> bool {
+        let within = |limit: Option<i64>, v: u64| limit.is_none_or(|l| v <= l.max(0) as u64);
+        within(self.max_nodes, shape.nodes) && within(self.max_walltime_s, shape.walltime_s)
+    }
 }
 
 impl QueueEntry {
-    fn new(live: Live) -> Self {
+    fn new(live: Live, limits: QueueLimits) -> Self {
         Self {
             live: RwLock::new(live),
             advanced_to: AtomicI64::new(NEVER),
+            limits: RwLock::new(limits),
         }
     }
 
@@ -450,7 +476,10 @@ impl Predictors {
                     .queues
                     .write()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(stats.queue.name, Arc::new(QueueEntry::new(live)));
+                    .insert(
+                        stats.queue.name.clone(),
+                        Arc::new(QueueEntry::new(live, QueueLimits::of(&stats.queue))),
+                    );
             }
         }
         let report = RebuildReport {
@@ -494,13 +523,7 @@ impl Predictors {
     /// jobs' submission, for the caller to store ([`Predictors::ingest`] does both).
     pub fn observe(&self, site: &Site, queue: &Queue, jobs: &[Job]) -> Vec<JobBound> {
         let entry = self.site_entry(site);
-        let q = {
-            let mut queues = entry.queues.write().unwrap_or_else(|p| p.into_inner());
-            queues
-                .entry(queue.name.clone())
-                .or_insert_with(|| Arc::new(QueueEntry::new(Live::new(&self.config))))
-                .clone()
-        };
+        let q = self.queue_entry(site, queue);
         let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
         let mut records = Vec::new();
         let mut ids = Vec::new();
@@ -553,6 +576,40 @@ impl Predictors {
         }
         let bounds = feed(&mut live.predictor, &records, &arrived, &record, &departs);
         bounds.iter().map(|(i, a)| job_bound(ids[*i], a)).collect()
+    }
+
+    /// Makes sure `queue` of `site` has a predictor (empty when new), and records the
+    /// queue's limits. The sites endpoint calls it when a queue is created or changed.
+    pub fn register(&self, site: &Site, queue: &Queue) {
+        self.queue_entry(site, queue);
+    }
+
+    fn queue_entry(&self, site: &Site, queue: &Queue) -> Arc<QueueEntry> {
+        let entry = self.site_entry(site);
+        let q = match entry.queue(&queue.name) {
+            Some(q) => q,
+            None => entry
+                .queues
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(queue.name.clone())
+                .or_insert_with(|| {
+                    Arc::new(QueueEntry::new(
+                        Live::new(&self.config),
+                        QueueLimits::of(queue),
+                    ))
+                })
+                .clone(),
+        };
+        *q.limits.write().unwrap_or_else(|p| p.into_inner()) = QueueLimits::of(queue);
+        q
+    }
+
+    /// A queue's limits as last seen, when it has a predictor.
+    pub fn limits(&self, site: &str, queue: &str) -> Option<QueueLimits> {
+        let (_, q) = self.find(site, queue)?;
+        let l = *q.limits.read().unwrap_or_else(|p| p.into_inner());
+        Some(l)
     }
 
     fn site_entry(&self, site: &Site) -> Arc<SiteEntry> {

@@ -8,9 +8,11 @@
 //! - [`swf_jobs`]: SWF records in and out;
 //! - [`cirne`]: Cirne's rigid workload model and moldability model, seeded;
 //! - [`sa`]: SA request selection (SAcb and SAg); [`experiment`]: Cirne's Chapter 5.
+//! - [`varq_experiment`]: the VARQ generality experiment (Nurmi §5.3.4).
 //!
-//! Pure computation: may import std, serde, statrs, rand, rand_distr, rand_chacha and
-//! the crate's domain types only — no I/O, no clock.
+//! Pure computation: may import std, serde, statrs, rand, rand_distr, rand_chacha,
+//! the crate's domain types and its other pure layers (`engine`, `plan`; the VARQ
+//! experiment plans with them) only — no I/O, no clock.
 
 pub mod job;
 pub mod los;
@@ -25,3 +27,4 @@ pub use simulator::{EventKind, Policy, SimConfig, SimEvent, Simulator, SubmitErr
 pub mod cirne;
 pub mod experiment;
 pub mod sa;
+pub mod varq_experiment;

@@ -114,6 +114,8 @@ pub struct SimConfig {
     pub policy: Policy,
     /// Optional priority rank per queue number: lower ranks are served first (e.g.
     /// express 0, normal 1, low 2), FCFS within a rank. Queues not listed rank 0.
+    /// Conservative backfilling gives reservations in arrival order, so there ranks
+    /// only order the compression; `qbets simulate` refuses that combination.
     #[serde(default)]
     pub priority: BTreeMap<i32, i32>,
 }
@@ -406,6 +408,27 @@ impl Simulator {
         Ok(())
     }
 
+    /// Has the user of job `id` stop it at `at`, replacing any cancel time it had: a
+    /// job still waiting then leaves the queue, a running one ends then (reported as
+    /// cancelled while running). How an experiment ends a job whose run time depends on
+    /// when it started (a VARQ job holds its nodes until its deadline, then works).
+    /// Returns false, changing nothing, when no job `id` is in the system or `at` is
+    /// before now or before the job's submit time.
+    pub fn cancel_at(&mut self, id: i64, at: i64) -> bool {
+        let Some(&seq) = self.ids.get(&id) else {
+            return false;
+        };
+        let Some(e) = self.jobs.get_mut(&seq) else {
+            return false;
+        };
+        if at < self.now || at < e.job.submit {
+            return false;
+        }
+        e.job.cancel_at = Some(at);
+        self.heap.push(Reverse((at, CANCEL, seq)));
+        true
+    }
+
     /// Handles every event up to and including time `t`, appends them to `out` in the
     /// order they happened, and moves the clock to `t` (never backwards).
     pub fn advance_to(&mut self, t: i64, out: &mut Vec<SimEvent>) {
@@ -545,6 +568,10 @@ impl Simulator {
 
     fn on_cancel(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
         let Some(e) = self.jobs.get(&seq) else { return };
+        if e.job.cancel_at != Some(self.now) {
+            // A cancel time replaced by `cancel_at`.
+            return;
+        }
         match e.state {
             State::Pending => return,
             State::Waiting { resv } => {
@@ -841,6 +868,48 @@ mod tests {
         ] {
             assert!(Policy::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn cancel_at_replaces_the_cancel_time_and_refuses_the_past() {
+        let mut sim = Simulator::new(SimConfig::new(4, Policy::Easy), 0);
+        let j = |id, cancel_at| SimJob {
+            id,
+            queue: 1,
+            submit: 0,
+            runtime: 100,
+            procs: 4,
+            requested: 100,
+            cancel_at,
+        };
+        // Job 1 runs; its user would stop it at 30, then moves that to 50.
+        sim.submit(j(1, Some(30))).unwrap();
+        // Job 2 waits behind it; stopped at 60 while running.
+        sim.submit(j(2, None)).unwrap();
+        sim.advance(10);
+        assert!(sim.cancel_at(1, 50));
+        assert!(!sim.cancel_at(1, 5), "in the past");
+        assert!(!sim.cancel_at(99, 50), "no such job");
+        let ev = sim.advance(40);
+        assert!(
+            ev.is_empty(),
+            "the replaced cancel time 30 does nothing: {ev:?}"
+        );
+        assert!(sim.cancel_at(2, 60));
+        let mut ev = sim.advance(1000);
+        ev.retain(|e| matches!(e.kind, EventKind::Started | EventKind::Ended { .. }));
+        let got: Vec<_> = ev.iter().map(|e| (e.time, e.job, e.kind)).collect();
+        let cancelled = EventKind::Ended {
+            how: EndKind::CancelledRunning,
+        };
+        assert_eq!(
+            got,
+            [
+                (50, 1, cancelled),
+                (50, 2, EventKind::Started),
+                (60, 2, cancelled)
+            ]
+        );
     }
 
     #[test]

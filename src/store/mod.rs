@@ -600,6 +600,25 @@ pub trait Store: Clone + Send + Sync + 'static {
         window: StartWindow,
     ) -> impl Future<Output = StoreResult<Vec<Job>>> + Send;
 
+    /// How many of a queue's jobs started in `[since, until)` (the window's `limit` is
+    /// ignored).
+    fn count_started(
+        &self,
+        queue_id: i64,
+        window: StartWindow,
+    ) -> impl Future<Output = StoreResult<i64>> + Send;
+
+    /// A queue's jobs that started in the window, evenly thinned to at most `limit`
+    /// (the first and the last always kept), by start time: a chart of a long window
+    /// without downloading it whole. `total` is the window's count from
+    /// [`Store::count_started`]; at or under `limit` every job is returned.
+    fn jobs_started_thinned(
+        &self,
+        queue_id: i64,
+        window: StartWindow,
+        total: i64,
+    ) -> impl Future<Output = StoreResult<Vec<Job>>> + Send;
+
     /// Records the bounds predicted at submission.
     fn set_bounds(&self, bounds: &[JobBound]) -> impl Future<Output = StoreResult<()>> + Send;
 

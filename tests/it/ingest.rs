@@ -134,6 +134,26 @@ async fn push_story(app: TestApp) {
     assert_eq!(push["last_record"], iso(t + 300));
     app.get("/v1/sites/nowhere/ingest", None).await.problem(404);
 
+    // Text a backend cannot hold (NUL, which PostgreSQL refuses) is a reject, not an
+    // error of the whole push.
+    let out = app
+        .json(
+            "POST",
+            "/v1/sites/hpc/jobs",
+            Some(&ingest),
+            &json!([
+                {"job_id": "a\u{0}", "queue": "batch", "submit": iso(t), "state": "pending"},
+                {"job_id": "5", "queue": "batch", "submit": iso(t), "state": "pending", "note": "x\u{0}"},
+            ]),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (&out["changed"], &out["rejected"]),
+        (&json!(0), &json!(2)),
+        "{out}"
+    );
+
     // Not a JSON body at all, or the wrong media type: refused as a whole.
     app.raw(
         "POST",

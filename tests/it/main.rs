@@ -4,6 +4,10 @@
 //! fail when a trace is missing. The store and HTTP tests run on a fresh database each
 //! (`support::TestDb`: SQLite, or PostgreSQL when `TEST_DATABASE_URL` is set).
 
+mod bounds;
+mod browser;
+mod dashboard;
+mod demo;
 mod http_api;
 mod import_trace;
 mod ingest;
@@ -16,3 +20,5 @@ mod sim;
 mod slurm;
 mod store_story;
 mod support;
+mod varq_generality;
+mod webdriver;

@@ -555,6 +555,38 @@ fn simulate_rejects_bad_arguments_with_clear_errors() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent.swf: cannot open"));
 }
 
+#[test]
+fn simulate_refuses_conservative_with_queue_priorities() {
+    let dir = tempfile::tempdir().unwrap();
+    for extra in [&["--priority", "1=0,2=1"][..], &["--demo-queues"][..]] {
+        let out = dir.path().join("out.swf");
+        let o = qbets()
+            .args(["simulate", "--policy", "conservative", "--processors", "64"])
+            .args(["--model", "cirne", "--jobs", "50", "--out"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains("--policy conservative cannot be combined with queue priorities"),
+            "{stderr}"
+        );
+        assert!(!out.exists(), "no schedule is written when refused");
+        // The same priorities under EASY are accepted.
+        let o = qbets()
+            .args(["simulate", "--policy", "easy", "--processors", "64"])
+            .args(["--model", "cirne", "--jobs", "50", "--out"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
 fn trace(name: &str) -> PathBuf {
     let dir = std::env::var("QBETS_TRACES").expect("QBETS_TRACES must point at the real traces");
     let p = PathBuf::from(dir).join(name);

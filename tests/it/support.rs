@@ -233,6 +233,20 @@ impl PendingApp {
 }
 
 impl TestApp {
+    /// Builds the application again on the same database and clock, as a restarted
+    /// server would (the predictors are rebuilt from the store, e.g. after an import).
+    pub async fn restart(&mut self) {
+        self.router = with_store(
+            &self.config.database_url,
+            BuildRouter {
+                config: self.config.clone(),
+                clock: self.clock.clone(),
+            },
+        )
+        .await
+        .unwrap();
+    }
+
     /// Creates a token of `scope` and returns its secret.
     pub async fn token(&self, name: &str, scope: Scope) -> String {
         with_store(&self.config.database_url, CreateToken(name.into(), scope))
@@ -245,6 +259,16 @@ impl TestApp {
         qbets::cli::import::import_file(&self.config, site, file)
             .await
             .unwrap()
+    }
+
+    /// Serves the application on a loopback port (for a real browser) until the test's
+    /// runtime ends; returns its base URL.
+    pub async fn listen(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let router = self.router.clone();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        url
     }
 
     /// Sends a request to the application.

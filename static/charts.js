@@ -1,0 +1,142 @@
+// Charts with the vendored uPlot (window.uPlot, loaded by a classic script tag):
+// observed waits against predicted bounds, and a VARQ probability trajectory.
+import { el, fmtDuration, fmtTime } from "/ui/api.js";
+
+const COLORS = {
+  wait: "#1d4ed8",
+  bound: "#c2410c",
+  probability: "#166534",
+  target: "#6b7280",
+  chosen: "#b91c1c",
+  overhead: "#7c3aed",
+};
+
+/** A uPlot chart that follows its container's width. */
+function responsive(container, opts, data) {
+  container.replaceChildren();
+  const height = () => (container.clientWidth < 560 ? 260 : 340);
+  const chart = new window.uPlot(
+    { ...opts, width: Math.max(280, container.clientWidth), height: height() },
+    data,
+    container,
+  );
+  const observer = new ResizeObserver(() => {
+    chart.setSize({ width: Math.max(280, container.clientWidth), height: height() });
+  });
+  observer.observe(container);
+  return {
+    chart,
+    destroy() {
+      observer.disconnect();
+      chart.destroy();
+    },
+  };
+}
+
+function durationTicks(_u, values) {
+  return values.map((v) => (v === null ? "" : fmtDuration(v)));
+}
+
+/** Ticks of a log axis of seconds at durations people read at a glance. */
+const NICE_S = [1, 10, 60, 5 * 60, 15 * 60, 3600, 4 * 3600, 12 * 3600, 86400, 4 * 86400, 7 * 86400, 30 * 86400];
+
+function durationSplits(_u, _axis, min, max) {
+  const inside = NICE_S.filter((s) => s >= min * 0.999 && s <= max * 1.001);
+  // Too many for a short axis: every other one.
+  return inside.length > 7 ? inside.filter((_s, i) => i % 2 === 0) : inside;
+}
+
+/** A log range from the nice value below the data to the one above. */
+function durationRange(_u, min, max) {
+  const lo = [...NICE_S].reverse().find((s) => s <= Math.max(1, min)) ?? 1;
+  const hi = NICE_S.find((s) => s >= max) ?? max * 2;
+  return [lo, hi];
+}
+
+function empty(container, text) {
+  container.replaceChildren(el("p", { class: "empty" }, text));
+  return { destroy() {} };
+}
+
+/**
+ * Observed waits (dots) against the bound predicted at each job's submission (line),
+ * by submission time, on a log scale of seconds. `jobs` are the API's waits.
+ */
+export function waitsChart(container, jobs, previous) {
+  if (previous) previous.destroy();
+  if (!jobs.length) return empty(container, "No job started in this window.");
+  const rows = jobs
+    .map((j) => ({
+      x: Math.floor(new Date(j.submit).getTime() / 1000),
+      // A log axis has no zero: a job that started at once is drawn at 1 s.
+      wait: Math.max(1, j.wait_s),
+      bound: j.bound_s === null || j.bound_s === undefined ? null : Math.max(1, j.bound_s),
+    }))
+    .sort((a, b) => a.x - b.x);
+  const data = [rows.map((r) => r.x), rows.map((r) => r.wait), rows.map((r) => r.bound)];
+  const opts = {
+    scales: { x: { time: true }, y: { distr: 3, log: 10, range: durationRange } },
+    axes: [
+      { stroke: "#374151", grid: { stroke: "#e5e7eb" } },
+      { stroke: "#374151", grid: { stroke: "#e5e7eb" }, splits: durationSplits, filter: (_u, splits) => splits, values: durationTicks, size: 64 },
+    ],
+    series: [
+      { label: "submitted", value: (_u, v) => (v === null ? "—" : fmtTime(v)) },
+      {
+        label: "observed wait",
+        stroke: COLORS.wait,
+        fill: COLORS.wait,
+        paths: () => null,
+        points: { show: true, size: 5, stroke: COLORS.wait, fill: COLORS.wait },
+        value: (_u, v) => fmtDuration(v),
+      },
+      {
+        label: "0.95 bound at submission",
+        stroke: COLORS.bound,
+        width: 2,
+        spanGaps: false,
+        points: { show: false },
+        value: (_u, v) => (v === null ? "—" : fmtDuration(v)),
+      },
+    ],
+    legend: { live: true },
+    cursor: { points: { size: 8 } },
+  };
+  return responsive(container, opts, data);
+}
+
+/**
+ * A VARQ plan's probability trajectory by submission time, with the probability asked
+ * for, the chosen point, and the worst-case over-allocation (node-hours, right axis).
+ */
+export function trajectoryChart(container, { trajectory, nodes, startAt, minProbability, chosenAt }, previous) {
+  if (previous) previous.destroy();
+  if (!trajectory || !trajectory.length) return empty(container, "No trajectory to draw.");
+  const xs = trajectory.map((p) => (typeof p.submit_at === "number" ? p.submit_at : Math.floor(new Date(p.submit_at).getTime() / 1000)));
+  const probability = trajectory.map((p) => (p.probability === null || p.probability === undefined ? null : p.probability));
+  const target = xs.map(() => minProbability);
+  const chosen = xs.map((x) => (chosenAt !== null && chosenAt !== undefined && x === chosenAt ? probability[xs.indexOf(x)] : null));
+  const overhead = xs.map((x) => (nodes * Math.max(0, startAt - x)) / 3600);
+  const opts = {
+    scales: { x: { time: true }, y: { range: [0, 1] }, nh: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+    axes: [
+      { stroke: "#374151", grid: { stroke: "#e5e7eb" } },
+      { stroke: "#374151", grid: { stroke: "#e5e7eb" }, label: "probability", values: (_u, vs) => vs.map((v) => `${Math.round(v * 100)} %`) },
+      { scale: "nh", side: 1, stroke: COLORS.overhead, grid: { show: false }, label: "over-allocation (node-h)", size: 60 },
+    ],
+    series: [
+      { label: "submit at", value: (_u, v) => (v === null ? "—" : fmtTime(v)) },
+      { label: "probability", stroke: COLORS.probability, width: 2, points: { show: false },
+        value: (_u, v) => (v === null ? "—" : `${(v * 100).toFixed(1)} %`) },
+      { label: "asked", stroke: COLORS.target, width: 1.5, dash: [6, 4], points: { show: false },
+        value: (_u, v) => (v === null ? "—" : `${(v * 100).toFixed(0)} %`) },
+      { label: "plan", stroke: COLORS.chosen, width: 0, paths: () => null,
+        points: { show: true, size: 12, stroke: COLORS.chosen, fill: COLORS.chosen, width: 2 },
+        value: (_u, v) => (v === null ? "—" : `${(v * 100).toFixed(1)} %`) },
+      { label: "over-allocation", scale: "nh", stroke: COLORS.overhead, width: 1.5, dash: [2, 3], points: { show: false },
+        value: (_u, v) => (v === null ? "—" : `${v.toFixed(1)} node-h`) },
+    ],
+    legend: { live: true },
+  };
+  return responsive(container, opts, [xs, probability, target, chosen, overhead]);
+}

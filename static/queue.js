@@ -1,0 +1,193 @@
+// Queue page: a "my job" form (bounds and the probability of starting within a
+// deadline), the observed waits against the bounds predicted at submission, and the
+// queue's clusters.
+import {
+  api, el, every, fmtCount, fmtDuration, fmtPercent, fmtTime, fmtWalltime, initChrome, iso,
+  parseDuration, queuePath, showError, statusText, unix,
+} from "/ui/api.js";
+import { waitsChart } from "/ui/charts.js";
+
+const REFRESH_S = 30;
+const QUANTILES = [0.5, 0.75, 0.95];
+/** Points asked of the waits endpoint: it thins a longer window to this many. */
+const POINTS = 2000;
+
+initChrome("queue");
+const params = new URLSearchParams(location.search);
+const site = params.get("site") || "";
+const queue = params.get("queue") || "";
+const base = queuePath(site, queue);
+const errorNode = document.getElementById("error");
+const summary = document.getElementById("summary");
+
+document.getElementById("title").textContent = `${site} / ${queue}`;
+document.title = `${queue} at ${site} · qbets`;
+
+let asOf = null;
+let chart = null;
+
+async function loadSummary() {
+  const listing = await api(`/v1/sites/${encodeURIComponent(site)}/queues`);
+  const q = (listing.queues || []).find((x) => x.name === queue);
+  if (!q) throw new Error(`site ${site} has no queue ${queue}`);
+  asOf = listing.as_of;
+  const state = q.state ?? q.status;
+  const since = q.since ?? q.state_since ?? q.down_since;
+  summary.replaceChildren(
+    state ? el("span", { class: `badge ${state === "up" || state === "ok" ? "ok" : "bad"}` }, statusText(state)) : "",
+    state && since ? ` since ${fmtTime(since)} · ` : state ? " · " : "",
+    `${fmtCount(q.history_size)} waits in history · `,
+    q.last_release ? `last start ${fmtTime(q.last_release)} · ` : "",
+    q.max_nodes ? `at most ${q.max_nodes} nodes · ` : "",
+    q.max_walltime_s ? `at most ${fmtDuration(q.max_walltime_s)} · ` : "",
+    `as of ${fmtTime(listing.as_of)}`,
+  );
+  return q;
+}
+
+async function loadWaits() {
+  const span = Number(document.getElementById("window").value);
+  const until = asOf ? unix(asOf) + 1 : Math.floor(Date.now() / 1000);
+  const answer = await api(`${base}/waits`, {
+    query: { since: iso(until - span), until: iso(until), limit: POINTS, thin: true },
+  });
+  const jobs = answer.jobs || [];
+  chart = waitsChart(document.getElementById("waits-chart"), jobs, chart);
+  const judged = jobs.filter((j) => j.bound_s !== null && j.bound_s !== undefined);
+  const held = judged.filter((j) => j.wait_s <= j.bound_s).length;
+  const meta = document.getElementById("waits-meta");
+  meta.dataset.points = String(jobs.length);
+  meta.textContent = [
+    `${fmtCount(jobs.length)} jobs${answer.total !== undefined && answer.total > jobs.length ? ` of ${fmtCount(answer.total)} (evenly thinned)` : answer.truncated ? " (thinned)" : ""}`,
+    judged.length ? `bound held for ${fmtPercent(held / judged.length, 1)} of ${fmtCount(judged.length)} with a prediction` : null,
+  ].filter(Boolean).join(" · ");
+}
+
+function rangeText(r) {
+  if (!r) return "—";
+  const unit = r.attribute === "walltime_s" ? fmtDuration : r.attribute === "node_seconds"
+    ? (v) => `${fmtCount(Math.round(v / 3600))} node-h` : (v) => fmtCount(v);
+  const name = r.attribute === "walltime_s" ? "walltime" : r.attribute === "nodes" ? "nodes" : "node-hours";
+  return `${name} ${unit(r.lo)} – ${r.hi === null || r.hi === undefined ? "∞" : unit(r.hi)}`;
+}
+
+async function loadClusters() {
+  const node = document.getElementById("clusters");
+  let answer;
+  try {
+    answer = await api(`${base}/clusters`);
+  } catch (error) {
+    node.replaceChildren(el("p", { class: "muted" }, error.status === 404 ? "This service does not list clusters." : error.message));
+    return;
+  }
+  const clusters = answer.clusters || [];
+  if (!clusters.length) {
+    node.replaceChildren(el("p", { class: "muted" }, "No clusters yet: too little history."));
+    return;
+  }
+  node.replaceChildren(el("table", {},
+    el("thead", {}, el("tr", {},
+      el("th", { scope: "col" }, "Jobs with"),
+      el("th", { scope: "col" }, "and"),
+      el("th", { scope: "col", class: "num" }, "Waits in window"),
+      el("th", { scope: "col", class: "num" }, "0.95 bound"))),
+    el("tbody", {}, clusters.map((c) => {
+      const range = c.range || c;
+      const bound = c.bound_95_s ?? c.bound_s;
+      return el("tr", {},
+        el("td", {}, rangeText(range.primary)),
+        el("td", {}, range.secondary ? rangeText(range.secondary) : "—"),
+        el("td", { class: "num" }, fmtCount(c.n ?? c.history_size ?? c.history)),
+        el("td", { class: "num" }, bound === null || bound === undefined ? "—" : fmtDuration(bound)));
+    }))));
+}
+
+// --- My job -----------------------------------------------------------------------
+
+const form = document.getElementById("myjob");
+const out = document.getElementById("myjob-out");
+const formError = document.getElementById("myjob-error");
+
+function markInvalid(problem) {
+  for (const input of form.querySelectorAll("input")) input.removeAttribute("aria-invalid");
+  for (const f of (problem && problem.errors) || []) {
+    const input = form.querySelector(`[name="${CSS.escape(f.field)}"]`);
+    if (input) input.setAttribute("aria-invalid", "true");
+  }
+}
+
+function localCheck() {
+  const errors = [];
+  const nodes = Number(form.nodes.value);
+  if (!Number.isInteger(nodes) || nodes < 1) errors.push({ field: "nodes", detail: "must be a whole number of at least 1" });
+  const walltime = parseDuration(form.walltime.value);
+  if (!(walltime >= 1)) errors.push({ field: "walltime", detail: "must be a duration such as 01:30:00 or 5400" });
+  const deadline = parseDuration(form.deadline.value);
+  if (!(deadline >= 1)) errors.push({ field: "deadline", detail: "must be a duration such as 00:30:00 or 1800" });
+  return { nodes, walltime, deadline, errors };
+}
+
+async function ask(event) {
+  event.preventDefault();
+  const { nodes, walltime, deadline, errors } = localCheck();
+  if (errors.length) {
+    const problem = { title: "Check the form", detail: "", errors };
+    markInvalid(problem);
+    showError(formError, Object.assign(new Error(""), { problem }));
+    return;
+  }
+  const confidence = form.confidence.value;
+  const button = document.getElementById("ask");
+  button.disabled = true;
+  out.setAttribute("aria-busy", "true");
+  try {
+    const shape = { nodes, walltime: fmtWalltime(walltime), confidence };
+    const [bounds, chance] = await Promise.all([
+      Promise.all(QUANTILES.map((quantile) => api(`${base}/bound`, { query: { ...shape, quantile } }))),
+      api(`${base}/deadline`, { query: { ...shape, deadline: fmtWalltime(deadline) } }),
+    ]);
+    markInvalid(null);
+    showError(formError, null);
+    const items = bounds.map((b, i) => el("div", { class: "answer", dataset: { quantile: QUANTILES[i], boundS: b.bound_s ?? "", status: b.status } },
+      el("dt", {}, `${QUANTILES[i] * 100} % of such jobs start within`),
+      el("dd", {}, b.status === "ok" ? fmtDuration(b.bound_s) : statusText(b.status),
+        el("span", { class: "sub" }, b.status === "ok" ? `${fmtCount(b.bound_s)} s` : ""))));
+    const p = chance.probability;
+    items.push(el("div", { class: "answer", dataset: { probability: p ?? "", status: chance.status } },
+      el("dt", {}, `Chance to start within ${fmtDuration(deadline)}`),
+      el("dd", {}, p === null || p === undefined ? statusText(chance.status) : `≥ ${fmtPercent(p)}`,
+        el("span", { class: "sub" }, `at ${Number(confidence) * 100} % confidence`))));
+    const first = bounds[0] || {};
+    out.replaceChildren(
+      el("dl", { class: "answers", id: "answers" }, items),
+      el("p", { class: "muted small" },
+        `${fmtCount(first.history_size ?? first.history)} waits of similar jobs · as of ${fmtTime(first.as_of ?? asOf)}`),
+    );
+  } catch (error) {
+    markInvalid(error.problem);
+    showError(formError, error);
+    out.replaceChildren();
+  } finally {
+    button.disabled = false;
+    out.setAttribute("aria-busy", "false");
+  }
+}
+
+form.addEventListener("submit", ask);
+
+// --- Refresh ------------------------------------------------------------------------
+
+async function refresh() {
+  try {
+    await loadSummary();
+    await Promise.all([loadWaits(), loadClusters()]);
+    showError(errorNode, null);
+  } catch (error) {
+    showError(errorNode, error);
+  }
+}
+
+document.getElementById("window").addEventListener("change", () => loadWaits().catch((e) => showError(errorNode, e)));
+document.getElementById("window-form").addEventListener("submit", (e) => e.preventDefault());
+const ticker = every(REFRESH_S, refresh, document.getElementById("pause"));
+document.addEventListener("qbets:token", () => ticker.refresh());

@@ -1,0 +1,299 @@
+// Reservation page: plan a VARQ reservation and draw its probability trajectory
+// (the dissertation's Figure 5.4); with a token, make it and follow its state; list
+// one's own reservations and the calibration table.
+import {
+  api, el, every, fmtCount, fmtDuration, fmtPercent, fmtTime, fmtWalltime, getToken,
+  initChrome, iso, parseDuration, showError, unix,
+} from "/ui/api.js";
+import { trajectoryChart } from "/ui/charts.js";
+
+initChrome("reservations");
+
+const planForm = document.getElementById("plan");
+const siteSelect = document.getElementById("site");
+const queueSelect = document.getElementById("queue");
+const planError = document.getElementById("plan-error");
+const planOut = document.getElementById("plan-out");
+const chartNode = document.getElementById("trajectory");
+const createForm = document.getElementById("create");
+const createButton = document.getElementById("create-button");
+const createError = document.getElementById("create-error");
+const followed = document.getElementById("followed");
+
+let sites = [];
+let chart = null;
+let lastRequest = null;
+let following = null;
+
+/** A datetime-local value (browser time zone) for Unix seconds. */
+function localInput(seconds) {
+  const d = new Date(seconds * 1000);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+function secondsOf(value) {
+  return typeof value === "number" ? value : unix(value);
+}
+
+async function loadSites() {
+  const answer = await api("/v1/sites");
+  sites = answer.sites || [];
+  siteSelect.replaceChildren(...sites.map((s) => el("option", { value: s.name }, `${s.name} (${s.kind})`)));
+  const wanted = new URLSearchParams(location.search).get("site");
+  const live = sites.find((s) => s.name === wanted) || sites.find((s) => s.kind === "live") || sites[0];
+  if (live) siteSelect.value = live.name;
+  await loadQueues();
+}
+
+async function loadQueues() {
+  const site = sites.find((s) => s.name === siteSelect.value);
+  if (!site) return;
+  const answer = await api(`/v1/sites/${encodeURIComponent(site.name)}/queues`);
+  queueSelect.replaceChildren(...(answer.queues || []).map((q) => el("option", { value: q.name }, q.name)));
+  const wanted = new URLSearchParams(location.search).get("queue");
+  if (wanted && (answer.queues || []).some((q) => q.name === wanted)) queueSelect.value = wanted;
+  // Two hours after the instant the site speaks for, on a quarter hour.
+  const at = Math.ceil((unix(answer.as_of) + 2 * 3600) / 900) * 900;
+  document.getElementById("start_at").value = localInput(at);
+}
+
+function request() {
+  const errors = [];
+  const nodes = Number(planForm.nodes.value);
+  if (!Number.isInteger(nodes) || nodes < 1) errors.push({ field: "nodes", detail: "must be a whole number of at least 1" });
+  const walltime = parseDuration(planForm.walltime.value);
+  if (!(walltime >= 1)) errors.push({ field: "walltime", detail: "must be a duration such as 01:00:00" });
+  const startMs = new Date(planForm.start_at.value).getTime();
+  if (!planForm.start_at.value || Number.isNaN(startMs)) errors.push({ field: "start_at", detail: "must be a date and time" });
+  const p = Number(planForm.min_probability.value);
+  if (!(p > 0 && p < 1)) errors.push({ field: "min_probability", detail: "must be between 0 and 1" });
+  const step = Number(planForm.step.value);
+  if (!Number.isInteger(step) || step < 1) errors.push({ field: "step", detail: "must be a whole number of seconds" });
+  return {
+    errors,
+    body: {
+      site: siteSelect.value,
+      queue: queueSelect.value,
+      nodes,
+      walltime: fmtWalltime(walltime),
+      start_at: iso(Math.floor(startMs / 1000)),
+      min_probability: p,
+      mode: planForm.mode.value,
+      step,
+    },
+  };
+}
+
+function markInvalid(form, problem) {
+  for (const input of form.querySelectorAll("input, select")) input.removeAttribute("aria-invalid");
+  for (const f of (problem && problem.errors) || []) {
+    const input = form.querySelector(`[name="${CSS.escape(f.field)}"]`);
+    if (input) input.setAttribute("aria-invalid", "true");
+  }
+}
+
+function drawTrajectory(trajectory, body, chosenAt) {
+  chartNode.hidden = false;
+  document.getElementById("trajectory-note").hidden = false;
+  chart = trajectoryChart(chartNode, {
+    trajectory,
+    nodes: body.nodes,
+    startAt: unix(body.start_at),
+    minProbability: body.min_probability,
+    chosenAt,
+  }, chart);
+  chartNode.dataset.points = String(trajectory.length);
+}
+
+async function plan(event) {
+  event.preventDefault();
+  const { errors, body } = request();
+  if (errors.length) {
+    const problem = { title: "Check the form", errors };
+    markInvalid(planForm, problem);
+    showError(planError, Object.assign(new Error(""), { problem }));
+    return;
+  }
+  const button = document.getElementById("plan-button");
+  button.disabled = true;
+  planOut.setAttribute("aria-busy", "true");
+  try {
+    const answer = await api("/v1/plans/varq", { method: "POST", body });
+    markInvalid(planForm, null);
+    showError(planError, null);
+    const p = answer.plan || answer;
+    const chosenAt = secondsOf(p.submit_at);
+    const overhead = p.max_overhead_node_s;
+    const required = p.required_node_s ?? body.nodes * parseDuration(body.walltime);
+    planOut.replaceChildren(el("dl", { class: "answers", id: "plan-answers", dataset: { submitAt: chosenAt, probability: p.probability } },
+      el("div", { class: "answer" }, el("dt", {}, "Submit at"),
+        el("dd", {}, fmtTime(chosenAt), el("span", { class: "sub" }, `${fmtDuration(unix(body.start_at) - chosenAt)} ahead`))),
+      el("div", { class: "answer" }, el("dt", {}, "Ask for walltime"),
+        el("dd", {}, fmtDuration(p.advertised_walltime_s), el("span", { class: "sub" }, fmtWalltime(p.advertised_walltime_s)))),
+      el("div", { class: "answer" }, el("dt", {}, "Probability of running in time"),
+        el("dd", {}, fmtPercent(p.probability, 1), el("span", { class: "sub" }, `asked ≥ ${fmtPercent(body.min_probability)}`))),
+      el("div", { class: "answer" }, el("dt", {}, "Over-allocation at worst"),
+        el("dd", {}, `${fmtCount(Math.round(overhead / 3600))} node-h`,
+          el("span", { class: "sub" }, `beside ${fmtCount(Math.round(required / 3600))} node-h of work (${required ? (overhead / required).toFixed(1) : "—"}×)`)))));
+    drawTrajectory(answer.trajectory || [], body, chosenAt);
+    lastRequest = body;
+    createButton.disabled = false;
+  } catch (error) {
+    markInvalid(planForm, error.problem);
+    showError(planError, error);
+    planOut.replaceChildren();
+    const trajectory = error.problem && error.problem.trajectory;
+    if (trajectory && trajectory.length) {
+      const best = error.problem.best_submit_at ?? (error.problem.best && error.problem.best.submit_at);
+      drawTrajectory(trajectory, body, best === undefined ? null : secondsOf(best));
+    } else {
+      chartNode.hidden = true;
+    }
+    lastRequest = null;
+    createButton.disabled = true;
+  } finally {
+    button.disabled = false;
+    planOut.setAttribute("aria-busy", "false");
+  }
+}
+
+// --- Make and follow ----------------------------------------------------------------
+
+function stateBadge(state) {
+  const good = ["succeeded", "started"].includes(state);
+  const bad = ["failed", "error", "refused", "cancelled"].includes(state);
+  return el("span", { class: `badge ${good ? "ok" : bad ? "bad" : "info"}`, dataset: { state } }, state || "—");
+}
+
+function reservationId(r) {
+  return r.id ?? r.uid;
+}
+
+async function follow(id) {
+  if (following) clearTimeout(following);
+  let r;
+  try {
+    r = await api(`/v1/reservations/${encodeURIComponent(id)}`);
+  } catch (error) {
+    showError(createError, error);
+    return;
+  }
+  const events = r.events || [];
+  followed.replaceChildren(el("div", { class: "card" },
+    el("h3", {}, "Reservation ", el("code", {}, String(id)), " ", stateBadge(r.state),
+      r.at_risk ? el("span", { class: "badge warn" }, "at risk") : null),
+    el("p", { class: "small" },
+      `${r.nodes} nodes at ${r.site}/${r.queue} running at ${fmtTime(r.start_at)}`,
+      r.submit_at || (r.plan && r.plan.submit_at) ? ` · submit at ${fmtTime(r.submit_at ?? r.plan.submit_at)}` : "",
+      r.remote_job_id ? ` · job ${r.remote_job_id}` : ""),
+    el("ol", { class: "events" }, events.map((e) => el("li", {}, fmtTime(e.at), " ", stateBadge(e.state), " ", e.reason || ""))),
+    ["planned", "submitted", "started"].includes(r.state)
+      ? el("button", { type: "button", class: "secondary", onclick: () => cancel(id) }, "Cancel")
+      : null));
+  if (!["succeeded", "failed", "cancelled", "refused", "error"].includes(r.state)) {
+    following = setTimeout(() => follow(id), 5000);
+  }
+}
+
+async function cancel(id) {
+  try {
+    await api(`/v1/reservations/${encodeURIComponent(id)}`, { method: "DELETE" });
+    await follow(id);
+    await loadMine();
+  } catch (error) {
+    showError(createError, error);
+  }
+}
+
+async function create(event) {
+  event.preventDefault();
+  if (!lastRequest) return;
+  if (!getToken()) {
+    showError(createError, Object.assign(new Error("Set a token with the reserve scope first (Token, top right)."), { problem: { title: "No token" } }));
+    return;
+  }
+  createButton.disabled = true;
+  try {
+    const r = await api("/v1/reservations", {
+      method: "POST",
+      body: { ...lastRequest, command: createForm.command.value, run_mode: createForm.run_mode.value },
+    });
+    showError(createError, null);
+    await follow(reservationId(r));
+    await loadMine();
+  } catch (error) {
+    showError(createError, error);
+  } finally {
+    createButton.disabled = !lastRequest;
+  }
+}
+
+// --- Lists --------------------------------------------------------------------------
+
+async function loadMine() {
+  const node = document.getElementById("mine");
+  if (!getToken()) {
+    node.replaceChildren(el("p", { class: "muted" }, "Set a token to see your reservations."));
+    return;
+  }
+  let answer;
+  try {
+    answer = await api("/v1/reservations");
+  } catch (error) {
+    node.replaceChildren(el("p", { class: "muted" }, error.status === 404 ? "This service does not manage reservations." : error.message));
+    return;
+  }
+  const list = answer.reservations || [];
+  if (!list.length) {
+    node.replaceChildren(el("p", { class: "muted" }, "None yet."));
+    return;
+  }
+  node.replaceChildren(el("table", {},
+    el("thead", {}, el("tr", {}, ["Id", "Where", "Nodes", "Running at", "State", "Probability"].map((h) =>
+      el("th", { scope: "col" }, h)))),
+    el("tbody", {}, list.map((r) => el("tr", {},
+      el("td", {}, el("a", { href: "#followed", onclick: () => follow(reservationId(r)) }, String(reservationId(r)))),
+      el("td", {}, `${r.site}/${r.queue}`),
+      el("td", { class: "num" }, r.nodes),
+      el("td", {}, fmtTime(r.start_at)),
+      el("td", {}, stateBadge(r.state)),
+      el("td", { class: "num" }, fmtPercent(r.probability ?? (r.plan && r.plan.probability), 1)))))));
+}
+
+async function loadCalibration() {
+  const node = document.getElementById("calibration");
+  let answer;
+  try {
+    answer = await api("/v1/calibration");
+  } catch (error) {
+    node.replaceChildren(el("p", { class: "muted" }, error.status === 404 ? "This service does not report calibration." : error.message));
+    return;
+  }
+  const rows = answer.queues || answer.calibration || answer.rows || [];
+  if (!rows.length) {
+    node.replaceChildren(el("p", { class: "muted" }, "No reservation has finished yet."));
+    return;
+  }
+  node.replaceChildren(el("table", {},
+    el("thead", {}, el("tr", {},
+      el("th", { scope: "col" }, "Site / queue"),
+      el("th", { scope: "col", class: "num" }, "Finished"),
+      el("th", { scope: "col", class: "num" }, "Predicted (mean)"),
+      el("th", { scope: "col", class: "num" }, "Achieved"))),
+    el("tbody", {}, rows.map((r) => el("tr", {},
+      el("th", { scope: "row" }, `${r.site}/${r.queue}`),
+      el("td", { class: "num" }, fmtCount(r.finished ?? r.count)),
+      el("td", { class: "num" }, fmtPercent(r.mean_predicted ?? r.mean_probability ?? r.predicted, 1)),
+      el("td", { class: "num" }, fmtPercent(r.achieved ?? r.achieved_fraction ?? r.success_fraction, 1)))))));
+}
+
+planForm.addEventListener("submit", plan);
+createForm.addEventListener("submit", create);
+siteSelect.addEventListener("change", () => loadQueues().catch((e) => showError(planError, e)));
+document.addEventListener("qbets:token", () => loadMine());
+
+loadSites().catch((e) => showError(planError, e));
+every(60, async () => {
+  await Promise.all([loadMine(), loadCalibration()]);
+});
