@@ -147,25 +147,27 @@ impl StoreTask for Serve {
                 .context("cannot set up the sites' submit targets")?,
         );
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let sites = self.config.sites.clone();
+        let batch_size = self.config.import.batch_size;
+        let reservations = self.config.reservations.clone();
+        let state = AppState::new(store.clone(), self.config, predictors, clock.clone())
+            .with_submitters(submitters.clone());
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let executor = self.config.reservations.executor.then(|| {
+        let executor = reservations.executor.then(|| {
             let executor = Executor::new(
-                store.clone(),
-                submitters.clone(),
+                state.store.clone(),
+                submitters,
                 clock.clone(),
                 executor_id(),
-            );
+            )
+            .with_predictors(state.predictors.clone());
             tracing::info!(executor = %executor.id(), "reservations executor started");
-            let tick = std::time::Duration::from_secs(self.config.reservations.tick_s.max(1));
+            let tick = std::time::Duration::from_secs(reservations.tick_s.max(1));
             let mut stopped = stopped.clone();
             tokio::spawn(executor.run(tick, async move {
                 let _ = stopped.wait_for(|s| *s).await;
             }))
         });
-        let sites = self.config.sites.clone();
-        let batch_size = self.config.import.batch_size;
-        let state = AppState::new(store.clone(), self.config, predictors, clock.clone())
-            .with_submitters(submitters);
         let demo = match self.demo {
             Some(opts) => Some(start_demo(&store, &state.predictors, opts, clock).await?),
             None => None,

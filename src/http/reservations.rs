@@ -21,7 +21,7 @@ use crate::plan::covarq::{self, CoRefusal};
 use crate::plan::lifecycle::{ReservationState, RunMode};
 use crate::plan::varq::{self, Decision, Mode, PointStatus, VarqPlan, VarqRequest};
 use crate::service::AppState;
-use crate::service::planning::{PredictorOracle, queue_oracle};
+use crate::service::planning::{PredictorOracle, oracle_for};
 use crate::service::reservations::{self as resv, ReservationError, new_uid, plan_fields};
 use crate::store::{NewCoallocation, NewReservation, Reservation, ReservationEvent, Store};
 
@@ -570,7 +570,7 @@ async fn oracle<S: Store>(
         crate::store::SiteKind::Live => None,
     };
     let now = state.as_of(&s, last);
-    Ok(queue_oracle(&state.store, &q, now).await?)
+    Ok(oracle_for(&state.store, Some(&state.predictors), &s, &q, now).await?)
 }
 
 fn planner_errors(errs: Vec<crate::plan::FieldError>) -> ApiError {

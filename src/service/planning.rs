@@ -1,10 +1,10 @@
 //! The planners' view of a live queue: a [`StartOracle`] answered by the QBETS
 //! predictor of that queue, as it stands at the moment the plan is made.
 //!
-//! The predictor is built from the queue's stored jobs (rebuild order, as the replay
-//! and the live predictors see them) and brought to `now`. Building it per plan keeps
-//! the planner's answers identical to a replay's at the same instant; when the live
-//! predictors of [`super::Predictors`] carry the engine, this reads theirs instead.
+//! [`oracle_for`] takes a copy of the queue's live predictor ([`super::Predictors`]) at
+//! the site's instant; a queue the live predictors do not hold (yet) gets one built from
+//! its stored jobs in rebuild order, brought to `now` ([`queue_oracle`]) — the same
+//! answers a replay gives at that instant.
 
 use futures_util::TryStreamExt;
 
@@ -12,7 +12,9 @@ use crate::engine::{
     Config as EngineConfig, JobRecord, JobShape, Status, predictor::QueuePredictor,
 };
 use crate::plan::{OracleAnswer, StartOracle};
-use crate::store::{Queue, REBUILD_PAGE, Store, StoreError, StoreResult, stream_jobs};
+use crate::store::{Queue, REBUILD_PAGE, Site, Store, StoreError, StoreResult, stream_jobs};
+
+use super::Predictors;
 
 /// A queue's predictor, speaking for one instant.
 #[derive(Debug, Clone)]
@@ -95,4 +97,22 @@ pub async fn queue_oracle<S: Store>(
         now,
         queue.max_walltime_s.map(|m| m.max(0) as u64),
     ))
+}
+
+/// The oracle of a site's queue: the live predictor's copy at the site's instant, or
+/// one built from the store at `now` when there is no live predictor.
+pub async fn oracle_for<S: Store>(
+    store: &S,
+    predictors: Option<&Predictors>,
+    site: &Site,
+    queue: &Queue,
+    now: i64,
+) -> StoreResult<PredictorOracle> {
+    let limit = queue.max_walltime_s.map(|m| m.max(0) as u64);
+    if let Some(live) =
+        predictors.and_then(|p| p.with_predictor(&site.name, &queue.name, |q, at| (q.clone(), at)))
+    {
+        return Ok(PredictorOracle::new(live.0, live.1, limit));
+    }
+    queue_oracle(store, queue, now).await
 }

@@ -24,7 +24,8 @@ use crate::store::{PlanFields, Replanned, Reservation, Store, StoreError, Transi
 use crate::submit::{RemoteRequest, RemoteStatus, SubmitError, Submitter};
 
 use super::Clock;
-use super::planning::queue_oracle;
+use super::Predictors;
+use super::planning::oracle_for;
 
 /// Seconds a submission lease lasts: far longer than one submission attempt.
 pub const LEASE_S: i64 = 120;
@@ -194,6 +195,7 @@ pub struct Executor<S: Store> {
     submitters: Arc<Submitters>,
     clock: Arc<dyn Clock>,
     id: String,
+    predictors: Option<Arc<Predictors>>,
 }
 
 impl<S: Store> Executor<S> {
@@ -209,7 +211,15 @@ impl<S: Store> Executor<S> {
             submitters,
             clock,
             id: id.into(),
+            predictors: None,
         }
+    }
+
+    /// Re-plans with the service's live predictors (otherwise with predictors built
+    /// from the store at each re-plan).
+    pub fn with_predictors(mut self, predictors: Arc<Predictors>) -> Self {
+        self.predictors = Some(predictors);
+        self
     }
 
     /// This executor's lease name.
@@ -287,7 +297,8 @@ impl<S: Store> Executor<S> {
         let Some(queue) = self.store.queue(site.id, &r.queue).await? else {
             return Ok(());
         };
-        let oracle = queue_oracle(&self.store, &queue, now).await?;
+        let oracle =
+            oracle_for(&self.store, self.predictors.as_deref(), &site, &queue, now).await?;
         let req = request_of(r);
         let (plan, at_risk, event) = match varq::replan(&req, plan.submit_at, now, &oracle) {
             Replan::Keep { probability } => (

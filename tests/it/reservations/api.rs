@@ -275,3 +275,51 @@ async fn covarq_plans_boost_each_reservation_to_p_indep() {
         .await
         .invalid(&["candidates", "reservations[1].nodes"]);
 }
+
+#[tokio::test]
+async fn coallocations_make_one_managed_reservation_per_request() {
+    let (app, _) = app_with_history().await;
+    let alice = app.token("alice", Scope::Reserve).await;
+    let bob = app.token("bob", Scope::Reserve).await;
+    let body = json!({
+        "reservations": [{"nodes": 1, "walltime": 300, "start_at": iso(TEST_NOW + 3600),
+                          "command": "hostname"}],
+        "candidates": [{"site": SITE, "queue": "debug"}, {"site": SITE, "queue": "long"}],
+        "p_all": 0.999,
+    });
+    let plan = app
+        .json("POST", "/v1/plans/covarq", None, &body)
+        .await
+        .json();
+    let planned = plan["reservations"][0]["requests"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let r = app
+        .json("POST", "/v1/coallocations", Some(&alice), &body)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let made = r.json();
+    assert_eq!(made["p_expected"], plan["p_expected"]);
+    let requests = made["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), planned.len());
+    for (got, want) in requests.iter().zip(&planned) {
+        assert_eq!(got["state"], "planned");
+        assert_eq!(got["owner"], "alice");
+        assert_eq!(got["coallocation_index"], 0);
+        assert_eq!(got["queue"], want["queue"]);
+        assert_eq!(got["plan"]["submit_at"], want["submit_at"]);
+        assert_eq!(got["mode"], "max_probability");
+    }
+    let uri = format!("/v1/coallocations/{}", made["id"].as_str().unwrap());
+    assert_eq!(app.get(&uri, Some(&alice)).await.json(), made);
+    app.get(&uri, Some(&bob)).await.problem(404);
+    let mut bad = body.clone();
+    bad["reservations"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("command");
+    app.json("POST", "/v1/coallocations", Some(&alice), &bad)
+        .await
+        .invalid(&["reservations[0].command"]);
+}

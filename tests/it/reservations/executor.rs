@@ -18,8 +18,8 @@ use qbets::service::reservations::{Executor, LEASE_S, Submitters, cancel, new_ui
 use qbets::service::{AppState, FixedClock, Predictors, SystemClock, tokens};
 use qbets::sources::slurm_rest::{ClientConfig, JobSubmission, SlurmRestClient};
 use qbets::store::{
-    Backend, NewJob, NewQueue, NewReservation, NewSite, PgStore, PlanFields, Reservation, Scope,
-    SiteKind, SqliteStore, Store, StoreTask, with_store,
+    Backend, NewCoallocation, NewJob, NewQueue, NewReservation, NewSite, PgStore, PlanFields,
+    Reservation, Scope, SiteKind, SqliteStore, Store, StoreTask, with_store,
 };
 use qbets::submit::{RemoteRequest, RemoteStatus, Submitter};
 use serde_json::{Value, json};
@@ -70,6 +70,19 @@ async fn seed<S: Store>(
     start_at: i64,
     run_mode: RunMode,
 ) -> Reservation {
+    seed_in(store, "debug", None, submit_at, start_at, run_mode).await
+}
+
+/// A planned reservation on a queue of the local site (a co-allocation's request when
+/// `coallocation` is given), due at `submit_at`.
+async fn seed_in<S: Store>(
+    store: &S,
+    queue: &str,
+    coallocation: Option<(i64, i64)>,
+    submit_at: i64,
+    start_at: i64,
+    run_mode: RunMode,
+) -> Reservation {
     let site = store
         .upsert_site(&NewSite {
             name: SITE.into(),
@@ -83,7 +96,7 @@ async fn seed<S: Store>(
         .upsert_queue(
             site.id,
             &NewQueue {
-                name: "debug".into(),
+                name: queue.into(),
                 max_walltime_s: None,
                 max_nodes: None,
             },
@@ -95,7 +108,7 @@ async fn seed<S: Store>(
             uid: new_uid("r"),
             owner: "alice".into(),
             site: SITE.into(),
-            queue: "debug".into(),
+            queue: queue.into(),
             nodes: 1,
             walltime_s: 60,
             start_at,
@@ -112,7 +125,7 @@ async fn seed<S: Store>(
                 probability: 0.9,
             }),
             at_risk: false,
-            coallocation: None,
+            coallocation,
             reason: "planned by the test".into(),
             created_at: submit_at,
         })
@@ -320,6 +333,79 @@ async fn two_executors_on_one_postgres_submit_each_reservation_once() {
     for r in &seeded {
         cleanup(slurm(&subs), &r.uid).await;
     }
+}
+
+async fn redundant_requests<S: Store>(store: S) {
+    let subs = submitters();
+    let now = real_now();
+    let clock = FixedClock::at(now);
+    let c = store
+        .insert_coallocation(&NewCoallocation {
+            uid: new_uid("c"),
+            owner: "alice".into(),
+            p_all: 0.9,
+            p_indep: 0.9,
+            p_expected: 0.95,
+            count: 1,
+            created_at: now,
+        })
+        .await
+        .unwrap();
+    let a = seed_in(
+        &store,
+        "debug",
+        Some((c.id, 0)),
+        now,
+        now + 600,
+        RunMode::Hold,
+    )
+    .await;
+    let b = seed_in(
+        &store,
+        "long",
+        Some((c.id, 0)),
+        now,
+        now + 600,
+        RunMode::Hold,
+    )
+    .await;
+    let e = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "co");
+    assert_eq!(e.tick().await.unwrap().submitted, 2);
+    // As soon as one request holds its node, the other is cancelled.
+    let start = Instant::now();
+    let (won, lost) = loop {
+        clock.set(real_now());
+        e.tick().await.unwrap();
+        let (ra, rb) = (reread(&store, &a).await, reread(&store, &b).await);
+        match (ra.state, rb.state) {
+            (ReservationState::Started, ReservationState::Cancelled) => break (ra, rb),
+            (ReservationState::Cancelled, ReservationState::Started) => break (rb, ra),
+            (x, y) => assert!(
+                start.elapsed() < DEADLINE && !x.is_final() && !y.is_final(),
+                "{x} / {y}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let events = store.reservation_events(lost.id).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|ev| ev.reason.contains("redundant") && ev.reason.contains(&won.uid)),
+        "{events:?}"
+    );
+    let gone = cleanup(slurm(&subs), &lost.uid).await;
+    assert_eq!(gone.len(), 1);
+    assert_eq!(gone[0].state, "CANCELLED");
+    let alive = slurm(&subs).find(&won.uid).await.unwrap();
+    assert!(alive[0].ended_at.is_none(), "{alive:?}");
+    cleanup(slurm(&subs), &won.uid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coallocation_cancels_redundant_requests_once_one_started() {
+    let db = TestDb::fresh().await;
+    on_store!(db.url(), redundant_requests);
 }
 
 /// The service as `qbets serve` runs it, on the real clock: router and executor.
