@@ -100,6 +100,49 @@ pub struct JobsOut {
     pub rejects: Vec<RecordRejectView>,
 }
 
+/// The documented shape of a push body, for the OpenAPI document ([`PushBody`] reads
+/// it). The records themselves are any JSON values: one that is not a valid
+/// [`JobIn`] is kept aside and named in the answer (issue 5: never refused whole,
+/// never dropped), so the schema of a record must not promise a refusal the server
+/// does not give. The body itself must be an array or `{"jobs": [...]}`.
+pub struct PushSchema;
+
+impl utoipa::PartialSchema for PushSchema {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{
+            AdditionalProperties, ArrayBuilder, ObjectBuilder, OneOfBuilder, SchemaType, Type,
+        };
+        let record = || {
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .description(Some(
+                    "A job record, as the JobIn schema describes. A record that is not a \
+                     valid JobIn is kept aside (see `…/rejects`) and named in the answer; \
+                     the others are stored.",
+                ))
+        };
+        let records = || ArrayBuilder::new().items(record());
+        OneOfBuilder::new()
+            .description(Some(
+                "The records as a JSON array, or as an object `{\"jobs\": [...]}`; NDJSON \
+                 (application/x-ndjson) holds one record per line.",
+            ))
+            .item(records())
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .property("jobs", records())
+                    .required("jobs")
+                    .additional_properties(Some(AdditionalProperties::<
+                        utoipa::openapi::schema::Schema,
+                    >::FreeForm(false))),
+            )
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for PushSchema {}
+
 /// The body of a push: the records as raw JSON values, each with its position.
 pub struct PushBody {
     records: Vec<(usize, String, Result<serde_json::Value, String>)>,
@@ -272,8 +315,8 @@ fn read_record(
         description = "A JSON array of records, an object `{\"jobs\": [...]}`, or NDJSON \
             (one record per line, Content-Type: application/x-ndjson)",
         content(
-            (JobsIn = "application/json"),
-            (Vec<JobIn> = "application/x-ndjson"),
+            (PushSchema = "application/json"),
+            (PushSchema = "application/x-ndjson"),
         )
     ),
     responses(
