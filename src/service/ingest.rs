@@ -101,18 +101,7 @@ pub async fn ingest<S: Store>(
             walltime_s: r.walltime_s,
             state: r.state,
         };
-        let checked = job
-            .validate()
-            .and_then(|()| match (r.start_time, r.end_time) {
-                (Some(s), Some(e)) if e < s => {
-                    Err(format!("end_time {e} is before start_time {s}"))
-                }
-                (None, Some(e)) if e < r.submit_time => Err(format!(
-                    "end_time {e} is before submit_time {}",
-                    r.submit_time
-                )),
-                _ => Ok(()),
-            });
+        let checked = job.validate();
         if let Err(reason) = checked {
             kept.push(reject_of(site, source, r, reason, now));
             continue;

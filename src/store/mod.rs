@@ -315,7 +315,14 @@ impl NewJob {
         {
             return Err(format!("walltime_s {w} is not positive"));
         }
-        Ok(())
+        match (self.start_time, self.end_time) {
+            (Some(s), Some(e)) if e < s => Err(format!("end_time {e} is before start_time {s}")),
+            (None, Some(e)) if e < self.submit_time => Err(format!(
+                "end_time {e} is before submit_time {}",
+                self.submit_time
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
