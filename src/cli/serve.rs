@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use crate::config::{Config, Overrides};
 use crate::service::demo::{Demo, DemoOptions};
-use crate::service::reservations::{Executor, Submitters};
+use crate::service::reservations::{Executor, HaltPoint, Submitters};
 use crate::service::{AppState, Clock, Predictors, SystemClock};
 use crate::store::{DEFAULT_DATABASE_URL, Store, StoreTask, redact_url, with_store};
 
@@ -153,6 +153,7 @@ impl StoreTask for Serve {
         let state = AppState::new(store.clone(), self.config, predictors, clock.clone())
             .with_submitters(submitters.clone());
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let halt_at = halt_point()?;
         let executor = reservations.executor.then(|| {
             let executor = Executor::new(
                 state.store.clone(),
@@ -160,7 +161,9 @@ impl StoreTask for Serve {
                 clock.clone(),
                 executor_id(),
             )
-            .with_predictors(state.predictors.clone());
+            .with_predictors(state.predictors.clone())
+            .with_lease_s(reservations.lease_s)
+            .with_halt_at(halt_at);
             tracing::info!(executor = %executor.id(), "reservations executor started");
             let tick = std::time::Duration::from_secs(reservations.tick_s.max(1));
             let mut stopped = stopped.clone();
@@ -232,6 +235,21 @@ async fn start_demo<S: Store>(
     Ok(tokio::spawn(async move {
         demo.run(store, predictors, std::future::pending()).await;
     }))
+}
+
+/// `QBETS_HALT_AT`, for crash tests only: the point where the executor stops for good
+/// (see [`HaltPoint`]), so that a test can `kill -9` the process exactly there.
+fn halt_point() -> anyhow::Result<Option<HaltPoint>> {
+    match std::env::var("QBETS_HALT_AT") {
+        Ok(v) if !v.is_empty() => {
+            let point = v
+                .parse::<HaltPoint>()
+                .map_err(|e| anyhow::anyhow!("QBETS_HALT_AT: {e}"))?;
+            tracing::warn!(%point, "QBETS_HALT_AT is set: the executor will halt there (crash tests only)");
+            Ok(Some(point))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// A name for this replica's executor, unique among replicas: host, process and a

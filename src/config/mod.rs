@@ -53,6 +53,11 @@ pub struct ReservationsConfig {
     pub executor: bool,
     /// Seconds between executor passes.
     pub tick_s: u64,
+    /// Seconds a replica's claim on a due reservation lasts. Another replica (or this
+    /// one restarted) takes a reservation over only once the claim has run out, so it
+    /// must outlast one submission attempt: at least three times every site's submit
+    /// `timeout_s` (a look-up and a submission, each bounded by it).
+    pub lease_s: u64,
 }
 
 const fn default_executor() -> bool {
@@ -61,12 +66,16 @@ const fn default_executor() -> bool {
 const fn default_tick_s() -> u64 {
     5
 }
+const fn default_lease_s() -> u64 {
+    crate::service::reservations::LEASE_S as u64
+}
 
 impl Default for ReservationsConfig {
     fn default() -> Self {
         Self {
             executor: default_executor(),
             tick_s: default_tick_s(),
+            lease_s: default_lease_s(),
         }
     }
 }
@@ -317,6 +326,29 @@ impl Config {
         }
         sources::validate(&self.sites)
             .map_err(|(field, reason)| ConfigError::InvalidSite { field, reason })?;
+        if self.reservations.tick_s == 0 {
+            return Err(ConfigError::Invalid {
+                field: "reservations.tick_s",
+                reason: "must be at least 1".into(),
+            });
+        }
+        for site in &self.sites {
+            let Some(timeout_s) = site.submit.as_ref().map(|s| s.timeout_s()) else {
+                continue;
+            };
+            if self.reservations.lease_s < timeout_s.saturating_mul(3) {
+                return Err(ConfigError::Invalid {
+                    field: "reservations.lease_s",
+                    reason: format!(
+                        "{} s is shorter than a submission attempt may take at site {:?} \
+                         (3 × its submit timeout_s = {} s)",
+                        self.reservations.lease_s,
+                        site.name,
+                        timeout_s.saturating_mul(3)
+                    ),
+                });
+            }
+        }
         for origin in &self.http.cors_origins {
             if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {
                 return Err(ConfigError::Invalid {
@@ -409,6 +441,26 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(e.to_string().contains("cors_origins"), "{e}");
+        // A claim must outlast a submission attempt at every site (a look-up and a
+        // submission, each up to the site's submit timeout_s).
+        let site = |lease_s: u64| {
+            Config::from_toml(
+                &format!(
+                    "[reservations]\nlease_s = {lease_s}\n[[sites]]\nname = \"a\"\n\
+                     [sites.source]\ntype = \"swf\"\npath = \"t.swf\"\n\
+                     [sites.submit]\ntype = \"slurm_rest\"\nurl = \"http://h:6820\"\n\
+                     api_version = \"v0.0.38\"\nuser = \"u\"\ntoken_file = \"/t\"\n\
+                     timeout_s = 20\n"
+                ),
+                "x",
+            )
+            .unwrap()
+            .validate()
+        };
+        site(60).unwrap();
+        let e = site(59).unwrap_err();
+        assert!(e.to_string().contains("reservations.lease_s"), "{e}");
+        assert!(e.to_string().contains("60 s"), "{e}");
     }
 
     #[test]

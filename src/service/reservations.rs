@@ -189,6 +189,40 @@ pub struct TickReport {
     pub errors: usize,
 }
 
+/// A point on the submission path where an executor can be made to stop for good, so
+/// that a crash test kills the process exactly there (`QBETS_HALT_AT`, read by
+/// `qbets serve`): the process stays up, holding its lease, until it is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HaltPoint {
+    /// After the lease is taken, before the scheduler is asked anything.
+    Claimed,
+    /// After the scheduler accepted the job, before the store records it.
+    Submitted,
+}
+
+impl std::str::FromStr for HaltPoint {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "claimed" => Ok(HaltPoint::Claimed),
+            "submitted" => Ok(HaltPoint::Submitted),
+            other => Err(format!(
+                "{other:?} is not a halt point (claimed or submitted)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for HaltPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HaltPoint::Claimed => "claimed",
+            HaltPoint::Submitted => "submitted",
+        })
+    }
+}
+
 /// The executor: one per service replica.
 pub struct Executor<S: Store> {
     store: S,
@@ -196,6 +230,8 @@ pub struct Executor<S: Store> {
     clock: Arc<dyn Clock>,
     id: String,
     predictors: Option<Arc<Predictors>>,
+    lease_s: i64,
+    halt_at: Option<HaltPoint>,
 }
 
 impl<S: Store> Executor<S> {
@@ -212,6 +248,29 @@ impl<S: Store> Executor<S> {
             clock,
             id: id.into(),
             predictors: None,
+            lease_s: LEASE_S,
+            halt_at: None,
+        }
+    }
+
+    /// Claims last `secs` seconds instead of [`LEASE_S`] (`[reservations] lease_s`).
+    pub fn with_lease_s(mut self, secs: u64) -> Self {
+        self.lease_s = i64::try_from(secs).unwrap_or(i64::MAX).max(1);
+        self
+    }
+
+    /// Stops this executor for good at `point` (for crash tests; see [`HaltPoint`]).
+    pub fn with_halt_at(mut self, point: Option<HaltPoint>) -> Self {
+        self.halt_at = point;
+        self
+    }
+
+    /// Stops here for good when told to (the process is then killed by a test).
+    async fn halt_if(&self, point: HaltPoint, r: &Reservation) {
+        if self.halt_at == Some(point) {
+            tracing::warn!(executor = %self.id, reservation = %r.uid, %point, "halted");
+            eprintln!("qbets: executor halted at {point} (reservation {})", r.uid);
+            std::future::pending::<()>().await;
         }
     }
 
@@ -267,7 +326,7 @@ impl<S: Store> Executor<S> {
         }
         let claimed = self
             .store
-            .claim_reservations(now, &self.id, now + LEASE_S, CLAIM_BATCH)
+            .claim_reservations(now, &self.id, now.saturating_add(self.lease_s), CLAIM_BATCH)
             .await?;
         for r in claimed {
             if let Err(e) = self.submit(&r, now, &mut report).await {
@@ -361,6 +420,7 @@ impl<S: Store> Executor<S> {
             lease_owner: Some(self.id.clone()),
             ..Transition::new(ReservationState::Planned, to, now, reason)
         };
+        self.halt_if(HaltPoint::Claimed, r).await;
         let Some(sub) = self.submitters.get(&r.site) else {
             self.store
                 .transition_reservation(
@@ -439,6 +499,7 @@ impl<S: Store> Executor<S> {
         };
         report.submitted += 1;
         tracing::info!(reservation = %r.uid, job_id = %job_id, "submitted");
+        self.halt_if(HaltPoint::Submitted, r).await;
         let t = Transition {
             remote_job_id: Some(job_id.clone()),
             submitted_at: Some(now),

@@ -78,6 +78,15 @@ pub enum SubmitConfig {
     SlurmRest(SlurmRestSubmitConfig),
 }
 
+impl SubmitConfig {
+    /// Seconds one request to the scheduler may take.
+    pub fn timeout_s(&self) -> u64 {
+        match self {
+            SubmitConfig::SlurmRest(c) => c.timeout_s,
+        }
+    }
+}
+
 /// A site's scheduler, as the executor uses it.
 #[derive(Debug, Clone)]
 pub enum Submitter {

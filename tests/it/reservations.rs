@@ -1,9 +1,30 @@
 //! Managed reservations (VARQ, CO-VARQ): the plans and the reservation API in-process
 //! with an injected clock (`api`), and the executor against the live local Slurm
 //! (`executor`): submission at the planned time, never twice after a crash or between
-//! two replicas, cancel, and the end-to-end run on a busy queue.
+//! two replicas, cancel, and the end-to-end run on a busy queue; and `kill -9` of real
+//! `qbets serve` processes at the two dangerous points, and two replicas as processes
+//! (`crash`).
+
+/// Runs a test body on the store a URL names.
+macro_rules! on_store {
+    ($url:expr, $body:ident $(, $arg:expr)*) => {
+        match qbets::store::Backend::from_url($url).unwrap() {
+            qbets::store::Backend::Sqlite => {
+                let s = qbets::store::SqliteStore::connect($url).await.unwrap();
+                s.migrate().await.unwrap();
+                $body(s $(, $arg)*).await
+            }
+            qbets::store::Backend::Postgres => {
+                let s = qbets::store::PgStore::connect($url).await.unwrap();
+                s.migrate().await.unwrap();
+                $body(s $(, $arg)*).await
+            }
+        }
+    };
+}
 
 mod api;
+mod crash;
 mod executor;
 
 use qbets::config::{SiteConfig, SlurmRestSource, SourceConfig};
@@ -14,7 +35,7 @@ pub const SITE: &str = "local";
 
 /// `[[sites]]` for the local Slurm (`scripts/local-slurm env`); the URL defaults to
 /// the script's, so in-process tests that never reach Slurm still configure. (Its
-/// source is configured but never started: the tests run no `qbets serve`.)
+/// source only runs where a test starts `qbets serve` with it, in `crash`.)
 pub fn local_site() -> SiteConfig {
     let url = std::env::var("SLURMRESTD_URL").unwrap_or_else(|_| "http://127.0.0.1:6820".into());
     SiteConfig {

@@ -18,8 +18,8 @@ use qbets::service::reservations::{Executor, LEASE_S, Submitters, cancel, new_ui
 use qbets::service::{AppState, FixedClock, Predictors, SystemClock, tokens};
 use qbets::sources::slurm_rest::{ClientConfig, JobSubmission, SlurmRestClient};
 use qbets::store::{
-    Backend, NewCoallocation, NewJob, NewQueue, NewReservation, NewSite, PgStore, PlanFields,
-    Reservation, Scope, SiteKind, SqliteStore, Store, StoreTask, with_store,
+    NewCoallocation, NewJob, NewQueue, NewReservation, NewSite, PgStore, PlanFields, Reservation,
+    Scope, SiteKind, Store, StoreTask, with_store,
 };
 use qbets::submit::{RemoteRequest, RemoteStatus, Submitter};
 use serde_json::{Value, json};
@@ -30,14 +30,14 @@ use crate::support::{TestDb, postgres_url};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-fn real_now() -> i64 {
+pub(super) fn real_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64
 }
 
-fn submitters() -> Arc<Submitters> {
+pub(super) fn submitters() -> Arc<Submitters> {
     assert!(
         std::env::var("SLURMRESTD_URL").is_ok(),
         "SLURMRESTD_URL is not set: eval \"$(scripts/local-slurm env)\" (scripts/test does)"
@@ -45,26 +45,8 @@ fn submitters() -> Arc<Submitters> {
     Arc::new(Submitters::from_config(&[local_site()]).unwrap())
 }
 
-/// Runs a test body on the store a URL names.
-macro_rules! on_store {
-    ($url:expr, $body:ident $(, $arg:expr)*) => {
-        match Backend::from_url($url).unwrap() {
-            Backend::Sqlite => {
-                let s = SqliteStore::connect($url).await.unwrap();
-                s.migrate().await.unwrap();
-                $body(s $(, $arg)*).await
-            }
-            Backend::Postgres => {
-                let s = PgStore::connect($url).await.unwrap();
-                s.migrate().await.unwrap();
-                $body(s $(, $arg)*).await
-            }
-        }
-    };
-}
-
 /// A planned reservation on the local site's `debug` queue, due at `submit_at`.
-async fn seed<S: Store>(
+pub(super) async fn seed<S: Store>(
     store: &S,
     submit_at: i64,
     start_at: i64,
@@ -133,17 +115,17 @@ async fn seed_in<S: Store>(
         .unwrap()
 }
 
-async fn reread<S: Store>(store: &S, r: &Reservation) -> Reservation {
+pub(super) async fn reread<S: Store>(store: &S, r: &Reservation) -> Reservation {
     store.reservation(&r.uid).await.unwrap().unwrap()
 }
 
-fn slurm(subs: &Submitters) -> &Submitter {
+pub(super) fn slurm(subs: &Submitters) -> &Submitter {
     subs.get(SITE).unwrap()
 }
 
 /// Cancels whatever is left of a reservation at the scheduler, and waits until every
 /// job carrying its id has ended and is reported in its final state.
-async fn cleanup(sub: &Submitter, uid: &str) -> Vec<RemoteStatus> {
+pub(super) async fn cleanup(sub: &Submitter, uid: &str) -> Vec<RemoteStatus> {
     let start = Instant::now();
     loop {
         let jobs = sub.find(uid).await.unwrap();
