@@ -647,7 +647,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Deletes the token of this name; whether there was one.
     fn delete_token(&self, name: &str) -> impl Future<Output = StoreResult<bool>> + Send;
 
-    /// Keeps rejected records (the same source line only once). Returns how many were new.
+    /// Keeps rejected records, each once (the same site, source, line and text). Returns
+    /// how many were new.
     fn insert_rejects(
         &self,
         rejects: &[NewReject],

@@ -13,6 +13,7 @@ mod import_trace;
 mod ingest;
 mod openapi;
 mod predictors;
+mod rejects;
 mod replay;
 mod reservations;
 mod sensors;
