@@ -15,6 +15,7 @@ mod openapi;
 mod predictors;
 mod replay;
 mod reservations;
+mod sacct;
 mod sensors;
 mod sim;
 mod slurm;
