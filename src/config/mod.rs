@@ -547,6 +547,10 @@ mod tests {
             "sites[0].source.interval_s",
         );
         bad(
+            "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\nwindow_s = 600\n",
+            "sites[0].source.overlap_s",
+        );
+        bad(
             "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\n\
              [[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\n",
             "configured twice",

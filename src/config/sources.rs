@@ -116,8 +116,9 @@ impl SlurmRestSource {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SacctSource {
-    /// The command and its first arguments, e.g. `["sacct"]` or
-    /// `["ssh", "login1", "sacct"]`; qbets appends its own options.
+    /// The command and its first arguments, e.g. `["sacct"]` or, through ssh (which
+    /// passes no environment), `["ssh", "login1", "TZ=UTC", "SLURM_TIME_FORMAT=%s",
+    /// "sacct"]`; qbets appends its own options.
     #[serde(default = "default_sacct_command")]
     pub command: Vec<String>,
     /// Seconds between runs.
@@ -128,7 +129,7 @@ pub struct SacctSource {
     #[serde(default = "default_sacct_window_s")]
     pub window_s: u64,
     /// Seconds each run reaches back before the previous run's end, for records that
-    /// reach the accounting database late.
+    /// reach the accounting database late (less than `window_s`).
     #[serde(default = "default_sacct_overlap_s")]
     pub overlap_s: u64,
     /// Where the first run starts, in seconds before the service's start.
@@ -231,6 +232,17 @@ pub fn validate(sites: &[SiteConfig]) -> Result<(), (String, String)> {
                     return Err((
                         at("source.window_s"),
                         "window_s and timeout_s must be at least 1".into(),
+                    ));
+                }
+                // Each run starts overlap_s before the last one's end and asks for at
+                // most window_s: with overlap_s >= window_s the window never advances.
+                if s.overlap_s >= s.window_s {
+                    return Err((
+                        at("source.overlap_s"),
+                        format!(
+                            "overlap_s ({}) must be less than window_s ({}), or the window never advances",
+                            s.overlap_s, s.window_s
+                        ),
                     ));
                 }
             }

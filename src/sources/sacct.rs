@@ -1,16 +1,34 @@
 //! The `sacct` source: Slurm's accounting database read with
 //! `sacct --parsable2 --noheader --allusers --allocations --duplicates` and the fixed
 //! field list [`FIELDS`], one time window per run (`--starttime`/`--endtime`), run
-//! locally or through ssh (the configured command, e.g. `["ssh", "login1", "sacct"]`).
+//! locally or through ssh (the configured command, e.g. `["ssh", "login1", "TZ=UTC",
+//! "SLURM_TIME_FORMAT=%s", "sacct"]`: ssh passes no environment, and sacct reads
+//! `--starttime`/`--endtime` in its own time zone).
 //! Times are asked for as Unix seconds (`SLURM_TIME_FORMAT=%s`); ISO times (a remote
 //! that ignores the variable) are read as UTC.
+//!
+//! What real sacct output (Slurm 22.05 with slurmdbd) holds, and how it is read:
+//! - a job's steps (`123.batch`, `123.0`) are left out by `--allocations`, and skipped
+//!   should they come anyway;
+//! - a pending job's Start and End are `Unknown`; a running job's End is `Unknown`;
+//! - a job cancelled while pending has never run, yet sacct shows either Start `None`
+//!   or Start == End == the cancel time: AllocNodes `0` tells it never got an
+//!   allocation, so it is stored without a start (its End, the cancel time, is kept);
+//! - a job submitted to several partitions lists them all (`debug,long`) while pending;
+//! - records reach slurmdbd a few seconds after the event, hence the overlap between
+//!   windows;
+//! - a window selects the jobs that were eligible, running or ended in it, so a long
+//!   job is read again in every window it spans and its record updated in place.
 
 use std::time::Duration;
 
 use super::{Batch, JobRecord, JobState, RecordReject, Source, SourceError, parse_duration};
 
 /// The fields asked for, in order.
-pub const FIELDS: &str = "JobIDRaw,Partition,Submit,Start,End,Timelimit,NNodes,State";
+pub const FIELDS: &str = "JobIDRaw,Partition,Submit,Start,End,Timelimit,NNodes,State,AllocNodes";
+
+/// How many fields [`FIELDS`] names.
+const FIELD_COUNT: usize = 9;
 
 /// The arguments after the configured command for the window `[from, to)`.
 pub fn arguments(from: i64, to: i64) -> Vec<String> {
@@ -77,9 +95,9 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
         return Ok(None);
     }
     let f: Vec<&str> = line.split('|').collect();
-    if f.len() != 8 {
+    if f.len() != FIELD_COUNT {
         return Err(format!(
-            "{} '|'-separated fields, expected 8 ({FIELDS})",
+            "{} '|'-separated fields, expected {FIELD_COUNT} ({FIELDS})",
             f.len()
         ));
     }
@@ -98,15 +116,23 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
     }
     let submit = time_field(f[2], "Submit")?.ok_or("Submit is unknown")?;
     let st = state(f[7]);
-    let start = if st == JobState::Pending {
+    let alloc_nodes = match f[8].trim() {
+        "" => None,
+        n => Some(
+            n.parse::<i64>()
+                .map_err(|_| format!("AllocNodes {n:?} is not a number"))?,
+        ),
+    };
+    // Never allocated (cancelled while pending): the Start sacct shows, if any, is the
+    // cancel time, not a start. A requeued job waits again: its earlier run's times go.
+    let start = if st == JobState::Pending || alloc_nodes == Some(0) {
         None
     } else {
         time_field(f[3], "Start")?
     };
-    let end = if start.is_some() && st != JobState::Running {
-        time_field(f[4], "End")?
-    } else {
-        None
+    let end = match st {
+        JobState::Pending | JobState::Running => None,
+        _ => time_field(f[4], "End")?,
     };
     let walltime_s = match f[5].trim() {
         "" | "UNLIMITED" | "Partition_Limit" | "INVALID" => None,
@@ -236,47 +262,125 @@ mod tests {
 
     #[test]
     fn captured_output_reads() {
-        // As `sacct --parsable2 --noheader -a -X -D --format=FIELDS` prints with
-        // SLURM_TIME_FORMAT=%s (Slurm 22.05).
+        // Lines 1-7 as the real `sacct --parsable2 --noheader -a -X -D --format=FIELDS`
+        // printed them with SLURM_TIME_FORMAT=%s (Slurm 22.05.8 with slurmdbd on
+        // MariaDB, scripts/local-slurm); line 3 is a step as it comes without -X.
         let text = "\
-41|debug|1763712000|1763712030|1763712090|00:10:00|1|COMPLETED
-42|long|1763712000|1763712100|Unknown|1-00:00:00|2|RUNNING
-43|debug|1763712005|Unknown|Unknown|00:05:00|1|PENDING
-44|debug|1763712006|None|1763712050|00:05:00|1|CANCELLED by 0
-45|debug,long|2025-11-21T08:00:10|2025-11-21T08:00:20|2025-11-21T08:01:00|UNLIMITED|1|TIMEOUT
-46|debug|1763712000|1763712030|1763712090|soon|1|COMPLETED
+1|debug|1795259946|1795259948|1795259950|00:05:00|1|COMPLETED|1
+2|long|1795259946|1795259948|1795259951|01:30:00|1|COMPLETED|1
+1.batch||1795259948|1795259948|1795259950||1|COMPLETED|1
+3|debug|1795259946|None|1795259967|00:01:00|1|CANCELLED by 0|0
+4|long|1795259967|1795259968|Unknown|00:10:00|1|RUNNING|1
+5|debug|1795259967|1795259969|1795259969|00:10:00|1|CANCELLED by 0|0
+6|debug,long|1795259967|Unknown|Unknown|00:10:00|1|PENDING|0
+45|debug|2025-11-21T08:00:10|2025-11-21T08:00:20|2025-11-21T08:01:00|UNLIMITED|2|TIMEOUT|2
+
+46|debug|1763712000|1763712030|1763712090|soon|1|COMPLETED|1
 47|debug|1763712000
+48|debug|1763712000|1763712030|1763712090|00:10:00|1|COMPLETED|one
 ";
         let b = read_output(text);
-        assert_eq!(b.records.len(), 5);
-        let r = &b.records;
+        let got: Vec<_> = b
+            .records
+            .iter()
+            .map(|r| {
+                (
+                    r.job_id.as_str(),
+                    r.queue.as_str(),
+                    r.submit_time,
+                    r.start_time,
+                    r.end_time,
+                    r.walltime_s,
+                    r.nodes,
+                    r.state,
+                )
+            })
+            .collect();
+        let t = 1795259946;
         assert_eq!(
-            (
-                r[0].submit_time,
-                r[0].start_time,
-                r[0].end_time,
-                r[0].walltime_s
-            ),
-            (1763712000, Some(1763712030), Some(1763712090), Some(600))
+            got,
+            vec![
+                (
+                    "1",
+                    "debug",
+                    t,
+                    Some(t + 2),
+                    Some(t + 4),
+                    Some(300),
+                    Some(1),
+                    JobState::Completed
+                ),
+                (
+                    "2",
+                    "long",
+                    t,
+                    Some(t + 2),
+                    Some(t + 5),
+                    Some(5400),
+                    Some(1),
+                    JobState::Completed
+                ),
+                // Cancelled while pending: no start, the cancel time as its end.
+                (
+                    "3",
+                    "debug",
+                    t,
+                    None,
+                    Some(t + 21),
+                    Some(60),
+                    Some(1),
+                    JobState::Cancelled
+                ),
+                (
+                    "4",
+                    "long",
+                    t + 21,
+                    Some(t + 22),
+                    None,
+                    Some(600),
+                    Some(1),
+                    JobState::Running
+                ),
+                // Start == End == the cancel time, but it never got a node.
+                (
+                    "5",
+                    "debug",
+                    t + 21,
+                    None,
+                    Some(t + 23),
+                    Some(600),
+                    Some(1),
+                    JobState::Cancelled
+                ),
+                (
+                    "6",
+                    "debug",
+                    t + 21,
+                    None,
+                    None,
+                    Some(600),
+                    Some(1),
+                    JobState::Pending
+                ),
+                (
+                    "45",
+                    "debug",
+                    1763712010,
+                    Some(1763712020),
+                    Some(1763712060),
+                    None,
+                    Some(2),
+                    JobState::Failed
+                ),
+            ]
         );
-        assert_eq!(
-            (r[1].end_time, r[1].state, r[1].nodes),
-            (None, JobState::Running, Some(2))
-        );
-        assert_eq!((r[2].start_time, r[2].state), (None, JobState::Pending));
-        assert_eq!(
-            (r[3].start_time, r[3].end_time, r[3].state),
-            (None, None, JobState::Cancelled)
-        );
-        assert_eq!(r[4].queue, "debug");
-        assert_eq!(r[4].submit_time, 1763712010);
-        assert_eq!((r[4].walltime_s, r[4].state), (None, JobState::Failed));
         let why: Vec<&str> = b.rejects.iter().map(|r| r.reason.as_str()).collect();
         assert_eq!(
             why,
             vec![
-                "line 6 of sacct's output: Timelimit \"soon\" is not a duration",
-                "line 7 of sacct's output: 3 '|'-separated fields, expected 8 (JobIDRaw,Partition,Submit,Start,End,Timelimit,NNodes,State)",
+                "line 10 of sacct's output: Timelimit \"soon\" is not a duration",
+                "line 11 of sacct's output: 3 '|'-separated fields, expected 9 (JobIDRaw,Partition,Submit,Start,End,Timelimit,NNodes,State,AllocNodes)",
+                "line 12 of sacct's output: AllocNodes \"one\" is not a number",
             ]
         );
     }

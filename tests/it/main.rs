@@ -16,6 +16,7 @@ mod predictors;
 mod rejects;
 mod replay;
 mod reservations;
+mod sacct;
 mod sensors;
 mod sim;
 mod slurm;

@@ -31,10 +31,10 @@ use tokio::sync::watch;
 
 use super::support::TestDb;
 
-const DEADLINE: Duration = Duration::from_secs(300);
+pub(super) const DEADLINE: Duration = Duration::from_secs(300);
 const POLL: Duration = Duration::from_millis(250);
 
-fn required(var: &str) -> String {
+pub(super) fn required(var: &str) -> String {
     std::env::var(var).unwrap_or_else(|_| {
         panic!(
             "{var} is not set: start the local Slurm and export its environment \
@@ -50,7 +50,7 @@ fn api_version() -> ApiVersion {
         .expect("SLURMRESTD_API_VERSION")
 }
 
-fn client_config(url: &str) -> ClientConfig {
+pub(super) fn client_config(url: &str) -> ClientConfig {
     ClientConfig {
         url: url.to_string(),
         api_version: api_version(),
@@ -63,7 +63,7 @@ fn client_config(url: &str) -> ClientConfig {
 }
 
 /// A live site of this name in `store`.
-async fn live_site<S: Store>(store: &S, name: &str) -> Site {
+pub(super) async fn live_site<S: Store>(store: &S, name: &str) -> Site {
     store
         .upsert_site(&NewSite {
             name: name.into(),
@@ -76,7 +76,10 @@ async fn live_site<S: Store>(store: &S, name: &str) -> Site {
 }
 
 /// Every stored job of a site, by job id.
-async fn stored_jobs<S: Store>(store: &S, site: &Site) -> BTreeMap<String, (String, Job)> {
+pub(super) async fn stored_jobs<S: Store>(
+    store: &S,
+    site: &Site,
+) -> BTreeMap<String, (String, Job)> {
     let mut out = BTreeMap::new();
     for q in store.queue_stats(site.id).await.unwrap() {
         let jobs: Vec<Job> = stream_jobs(store, q.queue.id, 1000)
@@ -92,13 +95,13 @@ async fn stored_jobs<S: Store>(store: &S, site: &Site) -> BTreeMap<String, (Stri
 }
 
 /// A poller running `source` for `site` in the background.
-struct Running {
+pub(super) struct Running {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
-    fn start<S: Store, Src: Source>(store: &S, site: &Site, source: Src) -> Running {
+    pub(super) fn start<S: Store, Src: Source>(store: &S, site: &Site, source: Src) -> Running {
         let (stop, shutdown) = watch::channel(false);
         let task = tokio::spawn(run_source(
             SourceTask {
@@ -115,7 +118,7 @@ impl Running {
         Running { stop, task }
     }
 
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         self.stop.send(true).unwrap();
         tokio::time::timeout(Duration::from_secs(30), self.task)
             .await
@@ -125,7 +128,7 @@ impl Running {
 }
 
 /// Polls `check` until it gives a value, failing at the deadline with `what`.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub(super) async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
@@ -143,7 +146,11 @@ where
     }
 }
 
-async fn state_of<S: Store>(store: &S, site: &Site, source: &str) -> Option<SourceState> {
+pub(super) async fn state_of<S: Store>(
+    store: &S,
+    site: &Site,
+    source: &str,
+) -> Option<SourceState> {
     store.source_state(site.id, source).await.ok().flatten()
 }
 
@@ -399,7 +406,7 @@ impl Drop for PrivateRestd {
     }
 }
 
-fn run_tag() -> String {
+pub(super) fn run_tag() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -409,7 +416,12 @@ fn run_tag() -> String {
 
 /// Submits `n` 4-CPU jobs (at most four run at once on the 16-CPU node) over both
 /// partitions through the shared slurmrestd; returns their ids.
-async fn submit_jobs(client: &SlurmRestClient, tag: &str, n: u64, sleep_s: u64) -> BTreeSet<u64> {
+pub(super) async fn submit_jobs(
+    client: &SlurmRestClient,
+    tag: &str,
+    n: u64,
+    sleep_s: u64,
+) -> BTreeSet<u64> {
     let mut ids = BTreeSet::new();
     for i in 0..n {
         let (partition, limit_s) = if i % 2 == 0 {
@@ -438,7 +450,10 @@ async fn submit_jobs(client: &SlurmRestClient, tag: &str, n: u64, sleep_s: u64) 
 }
 
 /// Slurm's own view of the jobs (through the shared slurmrestd).
-async fn slurm_view(client: &SlurmRestClient, ids: &BTreeSet<u64>) -> HashMap<u64, SlurmJob> {
+pub(super) async fn slurm_view(
+    client: &SlurmRestClient,
+    ids: &BTreeSet<u64>,
+) -> HashMap<u64, SlurmJob> {
     let list = client.list_jobs().await.expect("list jobs");
     list.jobs
         .into_iter()
@@ -448,7 +463,11 @@ async fn slurm_view(client: &SlurmRestClient, ids: &BTreeSet<u64>) -> HashMap<u6
 }
 
 /// How many of `ids` the store holds, and how many of those have started / ended.
-async fn progress<S: Store>(store: &S, site: &Site, ids: &BTreeSet<u64>) -> (usize, usize, usize) {
+pub(super) async fn progress<S: Store>(
+    store: &S,
+    site: &Site,
+    ids: &BTreeSet<u64>,
+) -> (usize, usize, usize) {
     let jobs = stored_jobs(store, site).await;
     let mine: Vec<&Job> = ids
         .iter()
