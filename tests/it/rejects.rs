@@ -100,30 +100,14 @@ impl StoreTask for Story {
             raw: raw.into(),
             reason: "job_state: unknown".into(),
         };
-        for _ in 0..2 {
-            ingest(
-                &store,
-                &predictors,
-                &site,
-                "slurm",
-                &[],
-                &[bad("job 7: {\"job_state\":\"?\"}")],
-                NOW,
-            )
-            .await
-            .unwrap();
-        }
-        ingest(
-            &store,
-            &predictors,
-            &site,
-            "slurm",
-            &[],
-            &[bad("job 8: {\"job_state\":\"?\"}")],
-            NOW,
-        )
-        .await
-        .unwrap();
+        let report = async |raw: &str| {
+            ingest(&store, &predictors, &site, "slurm", &[], &[bad(raw)], NOW)
+                .await
+                .unwrap();
+        };
+        report("job 7: {\"job_state\":\"?\"}").await;
+        report("job 7: {\"job_state\":\"?\"}").await;
+        report("job 8: {\"job_state\":\"?\"}").await;
         let kept = store.rejects(site.id, 100).await.unwrap();
         let slurm: Vec<&str> = kept
             .iter()

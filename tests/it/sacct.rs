@@ -20,8 +20,8 @@ use qbets::sources::{Batch, Source, SourceError};
 use qbets::store::{JobState, Site, Store, StoreTask, with_store};
 
 use super::sensors::{
-    Running, client_config, eventually, live_site, progress, required, run_tag, slurm_view,
-    state_of, stored_jobs, submit_jobs,
+    Running, assert_matches_slurm_as, client_config, eventually, live_site, progress, required,
+    run_tag, state_of, stored_jobs, submit_jobs,
 };
 use super::support::TestDb;
 
@@ -106,31 +106,14 @@ async fn assert_matches_slurm<S: Store>(
     shared: &SlurmRestClient,
     jobs: &Jobs,
 ) {
-    let truth = slurm_view(shared, &jobs.ids).await;
-    assert_eq!(truth.len(), jobs.ids.len(), "Slurm still lists every job");
-    let stored = stored_jobs(store, site).await;
-    for id in &jobs.ids {
-        let s = &truth[id];
-        let (queue, j) = stored
-            .get(&id.to_string())
-            .unwrap_or_else(|| panic!("job {id} was lost"));
-        assert_eq!(queue, &s.partition, "job {id} queue");
-        assert_eq!(Some(j.submit_time), s.submit_time, "job {id} submit");
-        assert_eq!(j.start_time, s.start_time, "job {id} start");
-        assert_eq!(j.end_time, s.end_time, "job {id} end");
-        assert_eq!(
-            j.walltime_s.map(|w| w as u64),
-            s.time_limit_s,
-            "job {id} walltime"
-        );
-        assert_eq!(j.nodes, s.node_count.map(i64::from), "job {id} nodes");
-        let want = if *id == jobs.cancelled {
+    let stored = assert_matches_slurm_as(store, site, shared, &jobs.ids, |id| {
+        if id == jobs.cancelled {
             JobState::Cancelled
         } else {
             JobState::Completed
-        };
-        assert_eq!(j.state, want, "job {id}");
-    }
+        }
+    })
+    .await;
     let c = &stored[&jobs.cancelled.to_string()].1;
     assert_eq!(
         (c.start_time, c.end_time.is_some()),

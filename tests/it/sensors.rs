@@ -25,7 +25,8 @@ use qbets::sources::slurm_rest::{
     ApiVersion, ClientConfig, JobSubmission, SlurmJob, SlurmRestClient,
 };
 use qbets::store::{
-    Job, NewSite, PgStore, Site, SiteKind, SourceState, Store, StoreTask, stream_jobs, with_store,
+    Job, JobState, NewSite, PgStore, Site, SiteKind, SourceState, Store, StoreTask, stream_jobs,
+    with_store,
 };
 use tokio::sync::watch;
 
@@ -480,14 +481,15 @@ pub(super) async fn progress<S: Store>(
     )
 }
 
-/// Every job is stored once, finished, with the submit, start, end, walltime and
-/// partition Slurm reports.
-async fn assert_matches_slurm<S: Store>(
+/// Every job is stored once, in the state `want` gives it, with the submit, start,
+/// end, walltime, nodes and partition Slurm reports.
+pub(super) async fn assert_matches_slurm_as<S: Store>(
     store: &S,
     site: &Site,
     client: &SlurmRestClient,
     ids: &BTreeSet<u64>,
-) {
+    want: impl Fn(u64) -> JobState,
+) -> BTreeMap<String, (String, Job)> {
     let truth = slurm_view(client, ids).await;
     assert_eq!(truth.len(), ids.len(), "Slurm still lists every job");
     let stored = stored_jobs(store, site).await;
@@ -496,7 +498,7 @@ async fn assert_matches_slurm<S: Store>(
         let (queue, j) = stored
             .get(&id.to_string())
             .unwrap_or_else(|| panic!("job {id} was lost"));
-        assert_eq!(queue, &s.partition, "job {id}");
+        assert_eq!(queue, &s.partition, "job {id} queue");
         assert_eq!(Some(j.submit_time), s.submit_time, "job {id} submit");
         assert_eq!(j.start_time, s.start_time, "job {id} start");
         assert_eq!(j.end_time, s.end_time, "job {id} end");
@@ -506,8 +508,19 @@ async fn assert_matches_slurm<S: Store>(
             "job {id} walltime"
         );
         assert_eq!(j.nodes, s.node_count.map(i64::from), "job {id} nodes");
-        assert_eq!(j.state, qbets::store::JobState::Completed, "job {id}");
+        assert_eq!(j.state, want(*id), "job {id}");
     }
+    stored
+}
+
+/// Every job is stored once, finished, with what Slurm reports.
+async fn assert_matches_slurm<S: Store>(
+    store: &S,
+    site: &Site,
+    client: &SlurmRestClient,
+    ids: &BTreeSet<u64>,
+) {
+    assert_matches_slurm_as(store, site, client, ids, |_| JobState::Completed).await;
 }
 
 struct SlurmOutage;
