@@ -400,7 +400,7 @@ pub async fn post_jobs<S: Store>(
             cursor: None,
             at: now,
             accepted: out.changed as i64,
-            rejected: out.rejected as i64,
+            rejected: out.rejects_new as i64,
             last_record_at: out.last_record_at,
         })
         .await?;

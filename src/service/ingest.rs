@@ -42,6 +42,9 @@ pub struct IngestOutcome {
     pub changed: u64,
     /// Records kept aside (invalid ones, and the source's own rejects).
     pub rejected: u64,
+    /// Of those, the ones not kept aside before (the same record received again — a
+    /// poll repeated after a restart, a retried push — is kept once and counted once).
+    pub rejects_new: u64,
     /// Latest event among the valid records.
     pub last_record_at: Option<i64>,
 }
@@ -130,7 +133,7 @@ pub async fn ingest<S: Store>(
                 r.reason = r.reason.replace('\0', "\u{FFFD}");
             }
         }
-        store.insert_rejects(&kept).await?;
+        out.rejects_new = store.insert_rejects(&kept).await?;
     }
     out.rejected = kept.len() as u64;
     Ok(out)
@@ -289,7 +292,7 @@ async fn poll_once<S: Store, Src: Source>(
             cursor: batch.cursor,
             at: clock.now(),
             accepted: out.changed as i64,
-            rejected: out.rejected as i64,
+            rejected: out.rejects_new as i64,
             last_record_at: out.last_record_at,
         })
         .await

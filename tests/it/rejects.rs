@@ -101,13 +101,15 @@ impl StoreTask for Story {
             reason: "job_state: unknown".into(),
         };
         let report = async |raw: &str| {
-            ingest(&store, &predictors, &site, "slurm", &[], &[bad(raw)], NOW)
+            let out = ingest(&store, &predictors, &site, "slurm", &[], &[bad(raw)], NOW)
                 .await
                 .unwrap();
+            (out.rejected, out.rejects_new)
         };
-        report("job 7: {\"job_state\":\"?\"}").await;
-        report("job 7: {\"job_state\":\"?\"}").await;
-        report("job 8: {\"job_state\":\"?\"}").await;
+        // Each report names the record; only the first counts it as new.
+        assert_eq!(report("job 7: {\"job_state\":\"?\"}").await, (1, 1));
+        assert_eq!(report("job 7: {\"job_state\":\"?\"}").await, (1, 0));
+        assert_eq!(report("job 8: {\"job_state\":\"?\"}").await, (1, 1));
         let kept = store.rejects(site.id, 100).await.unwrap();
         let slurm: Vec<&str> = kept
             .iter()
