@@ -15,8 +15,9 @@ use super::reservations::{
     reservation_columns,
 };
 use super::rows::{
-    JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow, convert, job_columns,
-    last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
+    JobChanges, JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow,
+    apply_bounds, convert, job_columns, last_per_job, now_unix, queue_columns, reject_columns,
+    site_columns, token_columns,
 };
 use super::sources::{source_columns, source_store_methods};
 use super::{
@@ -131,6 +132,89 @@ impl Store for SqliteStore {
             if let Some(row) = row {
                 changed.push(Job::try_from(row)?);
             }
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(changed)
+    }
+
+    async fn ingest_jobs<F>(&self, jobs: &[NewJob], predict: F) -> StoreResult<Vec<Job>>
+    where
+        F: FnOnce(&[Job]) -> Vec<JobBound> + Send,
+    {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A write transaction from the start: other writers wait (busy timeout) until
+        // commit, so what is read below stays true until the write.
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_error)?;
+        let mut stored = Vec::new();
+        for j in last_per_job(jobs) {
+            let row = sqlx::query_as::<_, JobRow>(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE site_id = ? AND job_id = ?"
+            ))
+            .bind(j.site_id)
+            .bind(&j.job_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            if let Some(row) = row {
+                stored.push(Job::try_from(row)?);
+            }
+        }
+        let plan = JobChanges::of(jobs, &stored);
+        let updated = plan.changed.len();
+        // The ids SQLite itself would give (the largest plus one), given here so that
+        // the predictors know them before the write.
+        let (last,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(id), 0) FROM jobs")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let ids: Vec<i64> = (1..=plan.new.len() as i64).map(|k| last + k).collect();
+        let mut changed = plan.with_ids(&ids);
+        let bounds = predict(&changed);
+        apply_bounds(&mut changed, bounds);
+        let (old, new) = changed.split_at(updated);
+        for j in new {
+            bind_job!(
+                sqlx::query(
+                    "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, \
+                       nodes, walltime_s, state, id, bound_s, bound_status) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ),
+                j
+            )
+            .bind(j.id)
+            .bind(j.bound_s)
+            .bind(&j.bound_status)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        for j in old {
+            sqlx::query(
+                "UPDATE jobs SET queue_id = ?, submit_time = ?, start_time = ?, end_time = ?, \
+                   nodes = ?, walltime_s = ?, state = ?, bound_s = ?, bound_status = ? \
+                 WHERE id = ?",
+            )
+            .bind(j.queue_id)
+            .bind(j.submit_time)
+            .bind(j.start_time)
+            .bind(j.end_time)
+            .bind(j.nodes)
+            .bind(j.walltime_s)
+            .bind(j.state.as_str())
+            .bind(j.bound_s)
+            .bind(&j.bound_status)
+            .bind(j.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
         }
         tx.commit().await.map_err(db_error)?;
         Ok(changed)
