@@ -207,8 +207,7 @@ fn json_records(text: &str) -> Result<(Vec<&RawValue>, bool), ApiError> {
             }
         }
         _ => Err(ApiError::BadRequest(
-            "the body must be an array of records, an object {\"jobs\": [...]}, or NDJSON"
-                .into(),
+            "the body must be an array of records, an object {\"jobs\": [...]}, or NDJSON".into(),
         )),
     }
 }
@@ -301,7 +300,6 @@ fn read_record(
     at: &dyn Fn(&str) -> String,
     j: JobIn,
 ) -> Result<JobRecord, Vec<(Option<String>, String)>> {
-    let mut fields = Fields::new();
     let mut errors = Vec::new();
     if j.job_id.trim().is_empty() || j.job_id.len() > 128 {
         errors.push((
@@ -317,33 +315,47 @@ fn read_record(
     if let Err(e) = crate::service::check_name(&j.queue) {
         errors.push((Some(at("queue")), e));
     }
-    let submit = fields.req(&at("submit"), Some(j.submit.as_str()), timestamp);
-    let start = fields.opt(&at("start"), j.start.as_deref(), timestamp);
-    let end = fields.opt(&at("end"), j.end.as_deref(), timestamp);
-    let nodes = j
-        .nodes
-        .and_then(|n| fields.opt(&at("nodes"), Some(&n.to_string()), super::params::nodes));
-    let walltime_s = j.walltime.as_ref().and_then(|w| {
-        w.seconds()
-            .map_err(|e| fields.refuse(&at("walltime"), e))
-            .ok()
+    // The fields' refusals, in the order a `Fields` collector would list them; their
+    // paths are written only for a refused record.
+    let mut refused: Vec<(&str, String)> = Vec::new();
+    let mut time = |field: &'static str, text: &str| {
+        timestamp(text).map_err(|e| refused.push((field, e))).ok()
+    };
+    let submit = time("submit", &j.submit);
+    let start = j.start.as_deref().and_then(|t| time("start", t));
+    let end = j.end.as_deref().and_then(|t| time("end", t));
+    let nodes = j.nodes.and_then(|n| {
+        if (1..=super::params::MAX_NODES).contains(&n) {
+            Some(n)
+        } else {
+            let e = super::params::nodes(&n.to_string())
+                .err()
+                .unwrap_or_default();
+            refused.push(("nodes", e));
+            None
+        }
     });
+    let walltime_s = j
+        .walltime
+        .as_ref()
+        .and_then(|w| w.seconds().map_err(|e| refused.push(("walltime", e))).ok());
     if let (Some(s), Some(st)) = (submit, start)
         && st < s
     {
-        fields.refuse(&at("start"), "must not be before submit");
+        refused.push(("start", "must not be before submit".into()));
     }
     if let (Some(st), Some(e)) = (start, end)
         && e < st
     {
-        fields.refuse(&at("end"), "must not be before start");
+        refused.push(("end", "must not be before start".into()));
     }
-    if let Err(ApiError::Invalid(list)) = fields.finish() {
-        errors.extend(list.into_iter().map(|f| (Some(f.field), f.detail)));
-    }
+    errors.extend(refused.into_iter().map(|(f, d)| (Some(at(f)), d)));
     match submit {
         Some(submit) if errors.is_empty() => Ok(JobRecord {
-            job_id: j.job_id.trim().to_string(),
+            job_id: match j.job_id.trim() {
+                t if t.len() == j.job_id.len() => j.job_id,
+                t => t.to_string(),
+            },
             queue: j.queue,
             submit_time: submit,
             start_time: start,

@@ -115,8 +115,8 @@ struct Live {
     /// predictor was told (a start or departure must name the same).
     pending: HashMap<String, (i64, JobShape)>,
     /// Job ids of recent live arrivals (see [`RECENT_CAP`]).
-    recent: HashSet<String>,
-    recent_order: VecDeque<String>,
+    recent: HashSet<Arc<str>>,
+    recent_order: VecDeque<Arc<str>>,
     jobs_seen: u64,
     last_event: Option<i64>,
 }
@@ -145,12 +145,13 @@ impl Live {
 
     fn remember(&mut self, job_id: &str) {
         if !self.recent.contains(job_id) {
-            self.recent.insert(job_id.to_string());
-            self.recent_order.push_back(job_id.to_string());
+            let id: Arc<str> = Arc::from(job_id);
+            self.recent.insert(id.clone());
+            self.recent_order.push_back(id);
             if self.recent_order.len() > RECENT_CAP
                 && let Some(old) = self.recent_order.pop_front()
             {
-                self.recent.remove(&old);
+                self.recent.remove(&*old);
             }
         }
     }
@@ -572,7 +573,7 @@ impl Predictors {
                 }
                 continue;
             }
-            let known = job.bound_status.is_some() || live.recent.contains(&job.job_id);
+            let known = job.bound_status.is_some() || live.recent.contains(job.job_id.as_str());
             if known {
                 // Heard of before and no longer pending: a started job's later change.
                 continue;

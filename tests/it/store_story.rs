@@ -370,6 +370,44 @@ async fn story<S: Store>(store: S) {
         "ids given by ingest_jobs are not given again"
     );
 
+    // A large batch (PostgreSQL writes it by two connections at once): every new job
+    // stored once, in batch order, with its bound.
+    let big: Vec<NewJob> = (0..3_000)
+        .map(|k| {
+            job(
+                site.id,
+                express2.id,
+                &format!("big-{k}"),
+                10_000 + k,
+                Some(k % 50),
+            )
+        })
+        .collect();
+    let stored_big = store
+        .ingest_jobs(&big, |jobs| {
+            jobs.iter()
+                .map(|j| JobBound {
+                    id: j.id,
+                    bound_s: Some(j.submit_time),
+                    status: "ok".into(),
+                })
+                .collect()
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored_big.len(), 3_000);
+    let back = store.jobs_page(express2.id, None, 10_000).await.unwrap();
+    let back: Vec<(String, Option<i64>)> = back
+        .into_iter()
+        .filter(|j| j.job_id.starts_with("big-"))
+        .map(|j| (j.job_id, j.bound_s))
+        .collect();
+    let want: Vec<(String, Option<i64>)> = (0..3_000)
+        .map(|k| (format!("big-{k}"), Some(10_000 + k)))
+        .collect();
+    assert_eq!(back, want, "in submit order, which is batch order here");
+    assert!(stored_big.windows(2).all(|w| w[0].id < w[1].id));
+
     // Tokens: stored by hash; names are unique; found by prefix; deleted by name.
     let token = NewApiToken {
         name: "portal".into(),
