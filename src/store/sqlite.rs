@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Acquire, SqlitePool};
+use sqlx::{Acquire, AssertSqlSafe, SqlitePool};
 
 use super::common::{common_store_methods, token_conflict};
 use super::reservation_sql::reservation_store_methods;
@@ -48,6 +48,30 @@ macro_rules! bind_job {
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
+/// Rows per multi-row `INSERT` of an import batch. Each statement is a round trip to
+/// the connection's worker thread (four futex calls a row when rows went one by one,
+/// 1.05 million for a 243,306-job trace), and on a busy machine every trip waits to
+/// be scheduled; a hundred rows a statement (900 parameters, under SQLite's 32,766)
+/// make them a hundred times fewer.
+const ROWS_PER_INSERT: usize = 100;
+
+/// `INSERT … VALUES` of `rows` jobs (their nine columns, as [`bind_job`] binds them),
+/// skipping the (site, job id) already stored. The statement for a full chunk is the
+/// same text each time, so the connection's statement cache keeps it prepared.
+fn insert_jobs_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) VALUES ",
+    );
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    }
+    sql.push_str(" ON CONFLICT (site_id, job_id) DO NOTHING");
+    sql
+}
+
 /// The SQLite store. Cloning shares the pool.
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
@@ -84,18 +108,16 @@ impl Store for SqliteStore {
         let mut conn = self.pool.acquire().await.map_err(db_error)?;
         let mut tx = conn.begin().await.map_err(db_error)?;
         let mut inserted = 0;
-        for j in jobs {
-            inserted += bind_job!(
-                sqlx::query(
-                    "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (site_id, job_id) DO NOTHING",
-                ),
-                j
-            )
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?
-            .rows_affected();
+        for chunk in jobs.chunks(ROWS_PER_INSERT) {
+            let mut query = sqlx::query(AssertSqlSafe(insert_jobs_sql(chunk.len())));
+            for j in chunk {
+                query = bind_job!(query, j);
+            }
+            inserted += query
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?
+                .rows_affected();
         }
         tx.commit().await.map_err(db_error)?;
         Ok(inserted)
