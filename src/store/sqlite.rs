@@ -48,7 +48,8 @@ macro_rules! bind_job {
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
-/// Rows per multi-row `INSERT` of an import batch. Each statement is a round trip to
+/// Rows per multi-row statement (an import batch's `INSERT`, a push's read of what is
+/// stored and `INSERT` of what is new). Each statement is a round trip to
 /// the connection's worker thread (four futex calls a row when rows went one by one,
 /// 1.05 million for a 243,306-job trace), and on a busy machine every trip waits to
 /// be scheduled; a hundred rows a statement (900 parameters, under SQLite's 32,766)
@@ -97,6 +98,35 @@ impl SqliteStore {
             .map_err(|e| StoreError::Database(format!("{url}: {e}")))?;
         Ok(Self { pool })
     }
+}
+
+/// `SELECT` of the stored jobs among `rows` (site, job id) pairs, bound in that order.
+fn stored_jobs_sql(rows: usize) -> String {
+    let mut sql = String::from(concat!("SELECT ", job_columns!(), " FROM (VALUES "));
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("(?, ?)");
+    }
+    sql.push_str(") AS v JOIN jobs j ON j.site_id = v.column1 AND j.job_id = v.column2");
+    sql
+}
+
+/// `INSERT` of `rows` new jobs with their ids and bounds (as [`bind_job`] binds a job,
+/// then id, bound and its status).
+fn insert_new_jobs_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, \
+           nodes, walltime_s, state, id, bound_s, bound_status) VALUES ",
+    );
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    }
+    sql
 }
 
 impl Store for SqliteStore {
@@ -174,20 +204,15 @@ impl Store for SqliteStore {
             .await
             .map_err(db_error)?;
         let mut stored = Vec::new();
-        for j in last_per_job(jobs) {
-            let row = sqlx::query_as::<_, JobRow>(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs WHERE site_id = ? AND job_id = ?"
-            ))
-            .bind(j.site_id)
-            .bind(&j.job_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_error)?;
-            if let Some(row) = row {
-                stored.push(Job::try_from(row)?);
+        let latest = last_per_job(jobs);
+        for chunk in latest.chunks(ROWS_PER_INSERT) {
+            let mut query =
+                sqlx::query_as::<_, JobRow>(AssertSqlSafe(stored_jobs_sql(chunk.len())));
+            for j in chunk {
+                query = query.bind(j.site_id).bind(&j.job_id);
             }
+            let rows = query.fetch_all(&mut *tx).await.map_err(db_error)?;
+            stored.extend(convert::<_, Job>(rows)?);
         }
         let plan = JobChanges::of(jobs, &stored);
         let updated = plan.changed.len();
@@ -202,21 +227,15 @@ impl Store for SqliteStore {
         let bounds = predict(&changed);
         apply_bounds(&mut changed, bounds);
         let (old, new) = changed.split_at(updated);
-        for j in new {
-            bind_job!(
-                sqlx::query(
-                    "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, \
-                       nodes, walltime_s, state, id, bound_s, bound_status) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                ),
-                j
-            )
-            .bind(j.id)
-            .bind(j.bound_s)
-            .bind(&j.bound_status)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        for chunk in new.chunks(ROWS_PER_INSERT) {
+            let mut query = sqlx::query(AssertSqlSafe(insert_new_jobs_sql(chunk.len())));
+            for j in chunk {
+                query = bind_job!(query, j)
+                    .bind(j.id)
+                    .bind(j.bound_s)
+                    .bind(&j.bound_status);
+            }
+            query.execute(&mut *tx).await.map_err(db_error)?;
         }
         for j in old {
             sqlx::query(
