@@ -12,7 +12,10 @@ use axum::Router;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::{StatusCode, header};
 use axum::routing::{get, post};
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Authorized, Ingest, ReadAccess};
@@ -143,11 +146,18 @@ impl utoipa::PartialSchema for PushSchema {
 
 impl utoipa::ToSchema for PushSchema {}
 
-/// The body of a push: the records as raw JSON values, each with its position.
+/// The body of a push: its text, and where each record lies in it, with its position.
+/// Records are read from that text one by one ([`parse_record`]), not through a JSON
+/// tree unless one is refused.
 pub struct PushBody {
-    records: Vec<(usize, String, Result<serde_json::Value, String>)>,
+    text: String,
+    /// Each record's position (index in the array, or line number in NDJSON) and its
+    /// byte range in `text`.
+    records: Vec<(usize, std::ops::Range<usize>)>,
     /// Whether the records sit in `{"jobs": [...]}` (their paths start with `jobs`).
     wrapped: bool,
+    /// Whether the body is NDJSON (a record kept aside keeps its line as sent).
+    ndjson: bool,
 }
 
 fn media_type(req: &Request) -> String {
@@ -158,6 +168,48 @@ fn media_type(req: &Request) -> String {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase()
+}
+
+/// Where `part`, a slice of `whole`, lies in it.
+fn range_in(whole: &str, part: &str) -> std::ops::Range<usize> {
+    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
+    start..start + part.len()
+}
+
+/// The records of a JSON body (an array, or `{"jobs": [...]}`), as slices of `text`,
+/// and whether they were wrapped.
+fn json_records(text: &str) -> Result<(Vec<&RawValue>, bool), ApiError> {
+    let not_json = |e: serde_json::Error| {
+        // The tree parser's message, which names the fault as it always has.
+        let e = serde_json::from_str::<serde_json::Value>(text)
+            .err()
+            .unwrap_or(e);
+        ApiError::BadRequest(format!("the body is not JSON: {e}"))
+    };
+    let top: &RawValue = serde_json::from_str(text).map_err(not_json)?;
+    let top = top.get();
+    match top.as_bytes().first() {
+        Some(b'[') => Ok((serde_json::from_str(top).map_err(not_json)?, false)),
+        Some(b'{') => {
+            let map: BTreeMap<String, &RawValue> = serde_json::from_str(top).map_err(not_json)?;
+            if let Some(extra) = map.keys().find(|k| *k != "jobs") {
+                return Err(ApiError::field(
+                    extra.clone(),
+                    "unknown field; expected `jobs`",
+                ));
+            }
+            match map.get("jobs") {
+                Some(jobs) if jobs.get().starts_with('[') => {
+                    Ok((serde_json::from_str(jobs.get()).map_err(not_json)?, true))
+                }
+                Some(_) => Err(ApiError::field("jobs", "must be an array of records")),
+                None => Err(ApiError::field("jobs", "is required")),
+            }
+        }
+        _ => Err(ApiError::BadRequest(
+            "the body must be an array of records, an object {\"jobs\": [...]}, or NDJSON".into(),
+        )),
+    }
 }
 
 impl<S: Send + Sync> FromRequest<S> for PushBody {
@@ -191,66 +243,63 @@ impl<S: Send + Sync> FromRequest<S> for PushBody {
                     ApiError::BadRequest(rejection.body_text())
                 }
             })?;
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {e}")))?;
-        if ndjson {
+        let text = String::from_utf8(Vec::from(bytes)).map_err(|e| {
+            ApiError::BadRequest(format!("the body is not UTF-8: {}", e.utf8_error()))
+        })?;
+        let (records, wrapped) = if ndjson {
             let records = text
                 .lines()
                 .enumerate()
                 .filter(|(_, l)| !l.trim().is_empty())
-                .map(|(i, l)| {
-                    let v = serde_json::from_str(l).map_err(|e| format!("not JSON: {e}"));
-                    (i + 1, l.to_string(), v)
-                })
+                .map(|(i, l)| (i + 1, range_in(&text, l)))
                 .collect();
-            return Ok(PushBody {
-                records,
-                wrapped: false,
-            });
-        }
-        let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| ApiError::BadRequest(format!("the body is not JSON: {e}")))?;
-        let (items, wrapped) = match value {
-            serde_json::Value::Array(items) => (items, false),
-            serde_json::Value::Object(mut map) => {
-                if let Some(extra) = map.keys().find(|k| *k != "jobs") {
-                    return Err(ApiError::field(
-                        extra.clone(),
-                        "unknown field; expected `jobs`",
-                    ));
-                }
-                match map.remove("jobs") {
-                    Some(serde_json::Value::Array(items)) => (items, true),
-                    Some(_) => return Err(ApiError::field("jobs", "must be an array of records")),
-                    None => return Err(ApiError::field("jobs", "is required")),
-                }
-            }
-            _ => {
-                return Err(ApiError::BadRequest(
-                    "the body must be an array of records, an object {\"jobs\": [...]}, or NDJSON"
-                        .into(),
-                ));
-            }
+            (records, false)
+        } else {
+            let (items, wrapped) = json_records(&text)?;
+            let records = items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| (i, range_in(&text, v.get())))
+                .collect();
+            (records, wrapped)
         };
-        let records = items
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| (i, v.to_string(), Ok(v)))
-            .collect();
-        Ok(PushBody { records, wrapped })
+        Ok(PushBody {
+            text,
+            records,
+            wrapped,
+            ndjson,
+        })
     }
 }
 
-/// Reads and checks one record; `Err` names the fields at fault.
+/// Reads one record's text into a [`JobIn`]: straight from the text when it is one;
+/// otherwise through a JSON tree, which decides as the push always has and names the
+/// fault (`Err` holds the reason).
+fn parse_record(raw: &str) -> Result<JobIn, String> {
+    if let Ok(j) = serde_json::from_str::<JobIn>(raw) {
+        return Ok(j);
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(raw).map_err(|e| format!("not JSON: {e}"))?;
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+/// The text a refused record is kept with: its NDJSON line as sent, or an array item
+/// written compactly.
+fn kept_text(raw: &str, ndjson: bool) -> String {
+    if ndjson {
+        return raw.to_string();
+    }
+    serde_json::from_str::<serde_json::Value>(raw)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| raw.to_string())
+}
+
+/// Checks one record; `Err` names the fields at fault.
 fn read_record(
     at: &dyn Fn(&str) -> String,
-    value: serde_json::Value,
+    j: JobIn,
 ) -> Result<JobRecord, Vec<(Option<String>, String)>> {
-    let j: JobIn = serde_json::from_value(value).map_err(|e| {
-        let msg = e.to_string();
-        vec![(None, msg)]
-    })?;
-    let mut fields = Fields::new();
     let mut errors = Vec::new();
     if j.job_id.trim().is_empty() || j.job_id.len() > 128 {
         errors.push((
@@ -266,33 +315,47 @@ fn read_record(
     if let Err(e) = crate::service::check_name(&j.queue) {
         errors.push((Some(at("queue")), e));
     }
-    let submit = fields.req(&at("submit"), Some(j.submit.as_str()), timestamp);
-    let start = fields.opt(&at("start"), j.start.as_deref(), timestamp);
-    let end = fields.opt(&at("end"), j.end.as_deref(), timestamp);
-    let nodes = j
-        .nodes
-        .and_then(|n| fields.opt(&at("nodes"), Some(&n.to_string()), super::params::nodes));
-    let walltime_s = j.walltime.as_ref().and_then(|w| {
-        w.seconds()
-            .map_err(|e| fields.refuse(&at("walltime"), e))
-            .ok()
+    // The fields' refusals, in the order a `Fields` collector would list them; their
+    // paths are written only for a refused record.
+    let mut refused: Vec<(&str, String)> = Vec::new();
+    let mut time = |field: &'static str, text: &str| {
+        timestamp(text).map_err(|e| refused.push((field, e))).ok()
+    };
+    let submit = time("submit", &j.submit);
+    let start = j.start.as_deref().and_then(|t| time("start", t));
+    let end = j.end.as_deref().and_then(|t| time("end", t));
+    let nodes = j.nodes.and_then(|n| {
+        if (1..=super::params::MAX_NODES).contains(&n) {
+            Some(n)
+        } else {
+            let e = super::params::nodes(&n.to_string())
+                .err()
+                .unwrap_or_default();
+            refused.push(("nodes", e));
+            None
+        }
     });
+    let walltime_s = j
+        .walltime
+        .as_ref()
+        .and_then(|w| w.seconds().map_err(|e| refused.push(("walltime", e))).ok());
     if let (Some(s), Some(st)) = (submit, start)
         && st < s
     {
-        fields.refuse(&at("start"), "must not be before submit");
+        refused.push(("start", "must not be before submit".into()));
     }
     if let (Some(st), Some(e)) = (start, end)
         && e < st
     {
-        fields.refuse(&at("end"), "must not be before start");
+        refused.push(("end", "must not be before start".into()));
     }
-    if let Err(ApiError::Invalid(list)) = fields.finish() {
-        errors.extend(list.into_iter().map(|f| (Some(f.field), f.detail)));
-    }
+    errors.extend(refused.into_iter().map(|(f, d)| (Some(at(f)), d)));
     match submit {
         Some(submit) if errors.is_empty() => Ok(JobRecord {
-            job_id: j.job_id.trim().to_string(),
+            job_id: match j.job_id.trim() {
+                t if t.len() == j.job_id.len() => j.job_id,
+                t => t.to_string(),
+            },
             queue: j.queue,
             submit_time: submit,
             start_time: start,
@@ -343,7 +406,7 @@ pub async fn post_jobs<S: Store>(
     let mut records = Vec::with_capacity(received);
     let mut rejects = Vec::new();
     let mut views = Vec::new();
-    for (n, raw, value) in body.records {
+    for (n, range) in body.records {
         let at = |f: &str| {
             if body.wrapped {
                 format!("jobs[{n}].{f}")
@@ -351,9 +414,10 @@ pub async fn post_jobs<S: Store>(
                 format!("[{n}].{f}")
             }
         };
-        let result = value
+        let raw = &body.text[range];
+        let result = parse_record(raw)
             .map_err(|e| vec![(None, e)])
-            .and_then(|v| read_record(&at, v));
+            .and_then(|j| read_record(&at, j));
         match result {
             Ok(r) => records.push(r),
             Err(errors) => {
@@ -367,7 +431,7 @@ pub async fn post_jobs<S: Store>(
                     .join("; ");
                 rejects.push(RecordReject {
                     line: None,
-                    raw: raw.chars().take(4096).collect(),
+                    raw: kept_text(raw, body.ndjson).chars().take(4096).collect(),
                     reason: format!("record {n}: {reason}"),
                 });
                 for (field, reason) in errors {

@@ -81,16 +81,23 @@ pub async fn ingest<S: Store>(
             continue;
         }
         if !queues.contains_key(&r.queue) {
-            let q = store
-                .upsert_queue(
-                    site.id,
-                    &NewQueue {
-                        name: r.queue.clone(),
-                        max_walltime_s: None,
-                        max_nodes: None,
-                    },
-                )
-                .await?;
+            // Read first: a known queue is the common case, and a read commits nothing
+            // (the upsert, which changes nothing of a known queue, is a write).
+            let q = match store.queue(site.id, &r.queue).await? {
+                Some(q) => q,
+                None => {
+                    store
+                        .upsert_queue(
+                            site.id,
+                            &NewQueue {
+                                name: r.queue.clone(),
+                                max_walltime_s: None,
+                                max_nodes: None,
+                            },
+                        )
+                        .await?
+                }
+            };
             queues.insert(r.queue.clone(), q);
         }
         let job = NewJob {

@@ -32,7 +32,9 @@
 //! [`Predictors::ingest`] is the ingest path: it upserts records and hands the
 //! predictors what changed ([`Predictors::observe`]): a new job is an arrival (and a
 //! start, when it has started), a pending job that started is a start, a pending job
-//! that ended without starting is a departure.
+//! that ended without starting is a departure. The store hands over what changed
+//! before it writes ([`Store::ingest_jobs`]), so a new job is written once, with its
+//! bound at submission.
 //!
 //! Engine configuration: the replay's default (`--features all`, binomial method).
 
@@ -57,8 +59,10 @@ use super::{Clock, SystemClock};
 /// The quantile and confidence of the bound recorded at each job's submission.
 pub const SUBMISSION_LEVEL: f64 = 0.95;
 
-/// Live arrivals remembered by store id until their bound is surely in the store, so a
-/// record sent twice in quick succession is not a second arrival.
+/// Live arrivals remembered by the scheduler's job id until their bound is surely in the
+/// store, so a record sent twice in quick succession is not a second arrival — nor one
+/// sent again after a write that failed once the predictor had heard of it (the store
+/// gives the job another id then).
 const RECENT_CAP: usize = 65_536;
 
 /// What one (site, queue) predictor has been handed (a summary for logs and tests).
@@ -106,12 +110,13 @@ const NEVER: i64 = i64::MIN;
 #[derive(Debug)]
 struct Live {
     predictor: QueuePredictor,
-    /// Jobs arrived and not started, by store id: their submit time and shape as the
+    /// Jobs arrived and not started, by the scheduler's job id (unique in the site, and
+    /// the same whatever id the store gives): their submit time and shape as the
     /// predictor was told (a start or departure must name the same).
-    pending: HashMap<i64, (i64, JobShape)>,
-    /// Store ids of recent live arrivals (see [`RECENT_CAP`]).
-    recent: HashSet<i64>,
-    recent_order: VecDeque<i64>,
+    pending: HashMap<String, (i64, JobShape)>,
+    /// Job ids of recent live arrivals (see [`RECENT_CAP`]).
+    recent: HashSet<Arc<str>>,
+    recent_order: VecDeque<Arc<str>>,
     jobs_seen: u64,
     last_event: Option<i64>,
 }
@@ -138,13 +143,15 @@ impl Live {
         self.last_event = Some(self.last_event.map_or(event, |e| e.max(event)));
     }
 
-    fn remember(&mut self, id: i64) {
-        if self.recent.insert(id) {
+    fn remember(&mut self, job_id: &str) {
+        if !self.recent.contains(job_id) {
+            let id: Arc<str> = Arc::from(job_id);
+            self.recent.insert(id.clone());
             self.recent_order.push_back(id);
             if self.recent_order.len() > RECENT_CAP
                 && let Some(old) = self.recent_order.pop_front()
             {
-                self.recent.remove(&old);
+                self.recent.remove(&*old);
             }
         }
     }
@@ -448,7 +455,7 @@ impl Predictors {
                         if let Some(at) = departs_at {
                             departs.push((records.len(), at));
                         } else if r.start.is_none() {
-                            live.pending.insert(job.id, (r.submit, r.shape));
+                            live.pending.insert(job.job_id.clone(), (r.submit, r.shape));
                         }
                         records.push(r);
                         ids.push(job.id);
@@ -493,8 +500,8 @@ impl Predictors {
 
     /// The ingest path: stores `records` (inserting new jobs, updating known ones) and
     /// hands the predictors of `queues` (the records' queues, of `site`) what changed,
-    /// writing back the bounds predicted at the new jobs' submission. Returns the
-    /// stored jobs that were inserted or changed.
+    /// storing the bounds predicted at the new jobs' submission with them (one
+    /// transaction). Returns the stored jobs that were inserted or changed.
     pub async fn ingest<S: Store>(
         &self,
         store: &S,
@@ -502,26 +509,39 @@ impl Predictors {
         queues: &[Queue],
         records: &[NewJob],
     ) -> StoreResult<Vec<Job>> {
-        let changed = store.upsert_jobs(records).await?;
-        let mut bounds = Vec::new();
-        for queue in queues {
-            let of_queue: Vec<Job> = changed
-                .iter()
-                .filter(|j| j.queue_id == queue.id)
-                .cloned()
-                .collect();
-            if !of_queue.is_empty() {
-                bounds.extend(self.observe(site, queue, &of_queue));
-            }
-        }
-        store.set_bounds(&bounds).await?;
-        Ok(changed)
+        // The store works out what changed and hands it over before it writes, so each
+        // new job is written once, with its bound (one write instead of two).
+        store
+            .ingest_jobs(records, |changed| {
+                let mut bounds = Vec::new();
+                for queue in queues {
+                    let mut of_queue = changed.iter().filter(|j| j.queue_id == queue.id);
+                    if let Some(first) = of_queue.next() {
+                        bounds.extend(self.observe_each(
+                            site,
+                            queue,
+                            std::iter::once(first).chain(of_queue),
+                        ));
+                    }
+                }
+                bounds
+            })
+            .await
     }
 
     /// Hands a predictor the jobs the ingest path inserted or changed (the store's
     /// answer to [`Store::upsert_jobs`]), and returns the bounds predicted at the new
     /// jobs' submission, for the caller to store ([`Predictors::ingest`] does both).
     pub fn observe(&self, site: &Site, queue: &Queue, jobs: &[Job]) -> Vec<JobBound> {
+        self.observe_each(site, queue, jobs)
+    }
+
+    fn observe_each<'a>(
+        &self,
+        site: &Site,
+        queue: &Queue,
+        jobs: impl IntoIterator<Item = &'a Job>,
+    ) -> Vec<JobBound> {
         let entry = self.site_entry(site);
         let q = self.queue_entry(site, queue);
         let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
@@ -533,11 +553,11 @@ impl Predictors {
         for job in jobs {
             live.saw(job);
             entry.saw(job);
-            if let Some(&(submit, shape)) = live.pending.get(&job.id) {
+            if let Some(&(submit, shape)) = live.pending.get(&job.job_id) {
                 // Heard of as pending: now a start, a departure, or nothing new.
                 let start = job.start_time.filter(|&s| s >= submit);
                 if start.is_some() || !waiting(job) {
-                    live.pending.remove(&job.id);
+                    live.pending.remove(&job.job_id);
                     let i = records.len();
                     records.push(JobRecord {
                         submit,
@@ -553,7 +573,7 @@ impl Predictors {
                 }
                 continue;
             }
-            let known = job.bound_status.is_some() || live.recent.contains(&job.id);
+            let known = job.bound_status.is_some() || live.recent.contains(job.job_id.as_str());
             if known {
                 // Heard of before and no longer pending: a started job's later change.
                 continue;
@@ -562,9 +582,9 @@ impl Predictors {
                 if let Some(at) = departs_at {
                     departs.push((records.len(), at));
                 } else if r.start.is_none() {
-                    live.pending.insert(job.id, (r.submit, r.shape));
+                    live.pending.insert(job.job_id.clone(), (r.submit, r.shape));
                 }
-                live.remember(job.id);
+                live.remember(&job.job_id);
                 records.push(r);
                 ids.push(job.id);
                 arrived.push(false);

@@ -591,6 +591,25 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// one is not returned): the ones to hand to the predictors.
     fn upsert_jobs(&self, jobs: &[NewJob]) -> impl Future<Output = StoreResult<Vec<Job>>> + Send;
 
+    /// The ingest path's write: [`Store::upsert_jobs`] with the bounds predicted at
+    /// submission stored in the same write, so that each new job is written once.
+    ///
+    /// In one transaction, which holds off other `ingest_jobs` of the same sites: what
+    /// is stored of each record's job is read, the changes worked out as `upsert_jobs`
+    /// would make them (the last record of a job wins; a start or end once seen is
+    /// kept; a record identical to the stored job changes nothing), the new jobs given
+    /// their store ids (in batch order, after every stored job), and the changed jobs,
+    /// sorted by id, handed to `predict`. The bounds it returns (by [`JobBound::id`],
+    /// for any of those jobs) are written with the changes. Returns the changed jobs as
+    /// stored, sorted by id — what `upsert_jobs` returns for the same records.
+    fn ingest_jobs<F>(
+        &self,
+        jobs: &[NewJob],
+        predict: F,
+    ) -> impl Future<Output = StoreResult<Vec<Job>>> + Send
+    where
+        F: FnOnce(&[Job]) -> Vec<JobBound> + Send;
+
     /// One page of a queue's jobs in rebuild order (submit time, then store id), after
     /// `after`. See [`stream_jobs`] for the whole queue.
     fn jobs_page(

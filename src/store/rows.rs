@@ -220,6 +220,89 @@ pub(super) fn last_per_job(jobs: &[super::NewJob]) -> Vec<&super::NewJob> {
     out
 }
 
+/// What a batch of records changes in the stored jobs (see
+/// [`super::Store::ingest_jobs`]), worked out from what is stored of their jobs.
+pub(super) struct JobChanges {
+    /// Stored jobs the records change, merged, sorted by id.
+    pub(super) changed: Vec<super::Job>,
+    /// Jobs not stored yet, in batch order, their ids still to be given.
+    pub(super) new: Vec<super::Job>,
+}
+
+impl JobChanges {
+    /// Compares each job's last record with `stored` (the stored jobs among the
+    /// records', in any order) as `upsert_jobs`' SQL does: a start or end once seen is
+    /// kept, the bound is kept, and a record that leaves the job as it is changes
+    /// nothing.
+    pub(super) fn of(jobs: &[super::NewJob], stored: &[super::Job]) -> Self {
+        let by_key: std::collections::HashMap<(i64, &str), &super::Job> = stored
+            .iter()
+            .map(|j| ((j.site_id, j.job_id.as_str()), j))
+            .collect();
+        let mut changed = Vec::new();
+        let mut new = Vec::new();
+        for r in last_per_job(jobs) {
+            let job = |old: Option<&super::Job>| super::Job {
+                id: old.map_or(0, |o| o.id),
+                site_id: r.site_id,
+                queue_id: r.queue_id,
+                job_id: r.job_id.clone(),
+                submit_time: r.submit_time,
+                start_time: r.start_time.or(old.and_then(|o| o.start_time)),
+                end_time: r.end_time.or(old.and_then(|o| o.end_time)),
+                nodes: r.nodes,
+                walltime_s: r.walltime_s,
+                state: r.state,
+                bound_s: old.and_then(|o| o.bound_s),
+                bound_status: old.and_then(|o| o.bound_status.clone()),
+            };
+            match by_key.get(&(r.site_id, r.job_id.as_str())) {
+                None => new.push(job(None)),
+                Some(old) => {
+                    let merged = job(Some(old));
+                    let fields = |j: &super::Job| {
+                        (
+                            j.queue_id,
+                            j.submit_time,
+                            j.start_time,
+                            j.end_time,
+                            j.nodes,
+                            j.walltime_s,
+                            j.state,
+                        )
+                    };
+                    if fields(&merged) != fields(old) {
+                        changed.push(merged);
+                    }
+                }
+            }
+        }
+        changed.sort_by_key(|j| j.id);
+        Self { changed, new }
+    }
+
+    /// Every change, sorted by id, once the new jobs have been given `ids` (ascending,
+    /// above every stored id); the first `self.changed.len()` are stored jobs.
+    pub(super) fn with_ids(self, ids: &[i64]) -> Vec<super::Job> {
+        let mut all = self.changed;
+        all.extend(self.new.into_iter().zip(ids).map(|(mut j, &id)| {
+            j.id = id;
+            j
+        }));
+        all
+    }
+}
+
+/// Sets the bounds given for `jobs` (sorted by id); a bound for another id is ignored.
+pub(super) fn apply_bounds(jobs: &mut [super::Job], bounds: Vec<super::JobBound>) {
+    for b in bounds {
+        if let Ok(i) = jobs.binary_search_by_key(&b.id, |j| j.id) {
+            jobs[i].bound_s = b.bound_s;
+            jobs[i].bound_status = Some(b.status);
+        }
+    }
+}
+
 #[derive(sqlx::FromRow)]
 pub(super) struct SourceRow {
     site_id: i64,

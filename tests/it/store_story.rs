@@ -295,6 +295,119 @@ async fn story<S: Store>(store: S) {
         (Some(420), Some("ok"))
     );
 
+    // The ingest path's write: the changes upsert_jobs would make, handed over with
+    // their ids (stored jobs first, then the new ones in batch order) before the write,
+    // and stored with the bounds given for them.
+    let mut n9_ended = job(site.id, normal.id, "n9", 2_100, None);
+    n9_ended.end_time = Some(2_900);
+    n9_ended.state = JobState::Completed;
+    let mut i1_started = job(site.id, normal.id, "i1", 2_200, None);
+    i1_started.start_time = Some(2_210);
+    i1_started.state = JobState::Running;
+    let mut n4_same = started.clone();
+    n4_same.state = JobState::Completed;
+    let records = vec![
+        job(site.id, normal.id, "i1", 2_200, None),
+        n4_same,
+        job(site.id, express.id, "i2", 2_250, None),
+        n9_ended,
+        i1_started,
+    ];
+    let mut handed = Vec::new();
+    let changed = store
+        .ingest_jobs(&records, |jobs| {
+            handed = jobs.to_vec();
+            jobs.iter()
+                .filter(|j| j.job_id != "n9")
+                .map(|j| JobBound {
+                    id: j.id,
+                    bound_s: Some(j.submit_time - 2_000),
+                    status: "ok".into(),
+                })
+                .collect()
+        })
+        .await
+        .unwrap();
+    let order: Vec<(&str, Option<i64>, JobState)> = handed
+        .iter()
+        .map(|j| (j.job_id.as_str(), j.start_time, j.state))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("n9", Some(2_130), JobState::Completed),
+            ("i2", None, JobState::Pending),
+            ("i1", Some(2_210), JobState::Running),
+        ],
+        "n4 is unchanged; n9 keeps its start; i1's later record wins, and i2 came first"
+    );
+    assert!(handed.windows(2).all(|w| w[0].id < w[1].id), "{handed:?}");
+    assert!(handed[1].id > handed[0].id && handed[1].bound_status.is_none());
+    assert_eq!(
+        changed.iter().map(|j| j.bound_s).collect::<Vec<_>>(),
+        [None, Some(250), Some(200)]
+    );
+    let stored = store.jobs_page(normal.id, None, 1_000).await.unwrap();
+    let i1 = stored.iter().find(|j| j.job_id == "i1").unwrap();
+    assert_eq!(i1, &changed[2], "stored as handed back, bound included");
+    let n9 = stored.iter().find(|j| j.job_id == "n9").unwrap();
+    assert_eq!((n9.end_time, n9.bound_s), (Some(2_900), None));
+    let mut handed_again = None;
+    let again = store
+        .ingest_jobs(&records, |jobs| {
+            handed_again = Some(jobs.len());
+            Vec::new()
+        })
+        .await
+        .unwrap();
+    assert_eq!((again.len(), handed_again), (0, Some(0)), "idempotent");
+    let after = store
+        .upsert_jobs(&[job(site.id, normal.id, "n10", 2_300, None)])
+        .await
+        .unwrap();
+    assert!(
+        after[0].id > changed[2].id,
+        "ids given by ingest_jobs are not given again"
+    );
+
+    // A large batch (PostgreSQL writes it by two connections at once): every new job
+    // stored once, in batch order, with its bound.
+    let big: Vec<NewJob> = (0..3_000)
+        .map(|k| {
+            job(
+                site.id,
+                express2.id,
+                &format!("big-{k}"),
+                10_000 + k,
+                Some(k % 50),
+            )
+        })
+        .collect();
+    let stored_big = store
+        .ingest_jobs(&big, |jobs| {
+            jobs.iter()
+                .map(|j| JobBound {
+                    id: j.id,
+                    bound_s: Some(j.submit_time),
+                    status: "ok".into(),
+                })
+                .collect()
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored_big.len(), 3_000);
+    let back = store.jobs_page(express2.id, None, 10_000).await.unwrap();
+    let back: Vec<(String, Option<i64>)> = back
+        .into_iter()
+        .filter(|j| j.job_id.starts_with("big-"))
+        .map(|j| (j.job_id, j.bound_s))
+        .collect();
+    let want: Vec<(String, Option<i64>)> = (0..3_000)
+        .map(|k| (format!("big-{k}"), Some(10_000 + k)))
+        .collect();
+    assert_eq!(back, want, "in submit order, which is batch order here");
+    assert!(stored_big.windows(2).all(|w| w[0].id < w[1].id));
+
     // Tokens: stored by hash; names are unique; found by prefix; deleted by name.
     let token = NewApiToken {
         name: "portal".into(),
