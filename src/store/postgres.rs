@@ -321,31 +321,6 @@ impl Store for PgStore {
         let bounds = predict(&changed);
         apply_bounds(&mut changed, bounds);
         let (old, new) = changed.split_at(updated);
-        // The insert is the server's work: a large one is split in two and written by
-        // two connections at once (two server processes, on two cores) when the pool
-        // has a connection free. The second half commits first, in its own
-        // transaction, while this one still holds the sites' lock: another ingest of
-        // the site reads both halves or neither. (A failure between the two commits
-        // leaves the second half stored; sending the push again stores the rest.)
-        let spare = if new.len() >= PARALLEL_INSERT_MIN {
-            self.spare_connection().await
-        } else {
-            None
-        };
-        match spare {
-            Some(mut conn) => {
-                let (first, second) = new.split_at(new.len() / 2);
-                let other = async {
-                    let mut tx2 = sqlx::Connection::begin(&mut *conn)
-                        .await
-                        .map_err(db_error)?;
-                    insert_new_jobs(&mut tx2, second).await?;
-                    tx2.commit().await.map_err(db_error)
-                };
-                futures_util::future::try_join(insert_new_jobs(&mut tx, first), other).await?;
-            }
-            None => insert_new_jobs(&mut tx, new).await?,
-        }
         if !old.is_empty() {
             let c: StoredColumns = old.iter().collect();
             sqlx::query(
@@ -372,6 +347,36 @@ impl Store for PgStore {
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
+        }
+        // The insert is the server's work: a large one is split in two and written by
+        // two connections at once (two server processes, on two cores) when the pool
+        // has a connection free. Either half failing rolls both back. The second half
+        // commits once both are written and everything else of this batch is done,
+        // just before this transaction commits, which holds the sites' lock
+        // throughout: another ingest of the site reads both halves or neither. Only
+        // this transaction's own commit failing after the second half's would leave
+        // that half stored; sending the push again stores the rest.
+        let spare = if new.len() >= PARALLEL_INSERT_MIN {
+            self.spare_connection().await
+        } else {
+            None
+        };
+        match spare {
+            Some(mut conn) => {
+                let (first, second) = new.split_at(new.len() / 2);
+                let mut tx2 = sqlx::Connection::begin(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                let (a, b) = futures_util::future::join(
+                    insert_new_jobs(&mut tx, first),
+                    insert_new_jobs(&mut tx2, second),
+                )
+                .await;
+                a?;
+                b?;
+                tx2.commit().await.map_err(db_error)?;
+            }
+            None => insert_new_jobs(&mut tx, new).await?,
         }
         tx.commit().await.map_err(db_error)?;
         Ok(changed)
