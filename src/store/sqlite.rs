@@ -63,14 +63,19 @@ fn insert_jobs_sql(rows: usize) -> String {
     let mut sql = String::from(
         "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) VALUES ",
     );
+    push_tuples(&mut sql, rows, "(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    sql.push_str(" ON CONFLICT (site_id, job_id) DO NOTHING");
+    sql
+}
+
+/// Appends `rows` copies of a placeholder tuple, comma-separated.
+fn push_tuples(sql: &mut String, rows: usize, tuple: &str) {
     for i in 0..rows {
         if i > 0 {
             sql.push_str(", ");
         }
-        sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        sql.push_str(tuple);
     }
-    sql.push_str(" ON CONFLICT (site_id, job_id) DO NOTHING");
-    sql
 }
 
 /// The SQLite store. Cloning shares the pool.
@@ -103,12 +108,7 @@ impl SqliteStore {
 /// `SELECT` of the stored jobs among `rows` (site, job id) pairs, bound in that order.
 fn stored_jobs_sql(rows: usize) -> String {
     let mut sql = String::from(concat!("SELECT ", job_columns!(), " FROM (VALUES "));
-    for i in 0..rows {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str("(?, ?)");
-    }
+    push_tuples(&mut sql, rows, "(?, ?)");
     sql.push_str(") AS v JOIN jobs j ON j.site_id = v.column1 AND j.job_id = v.column2");
     sql
 }
@@ -120,12 +120,7 @@ fn insert_new_jobs_sql(rows: usize) -> String {
         "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, \
            nodes, walltime_s, state, id, bound_s, bound_status) VALUES ",
     );
-    for i in 0..rows {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    }
+    push_tuples(&mut sql, rows, "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     sql
 }
 
