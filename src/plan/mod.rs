@@ -13,6 +13,9 @@ pub mod varq;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::predictor::QueuePredictor;
+use crate::engine::{JobShape, Status};
+
 /// The queue's answer to "will a job like this, submitted now, start within t?".
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -71,4 +74,43 @@ impl std::fmt::Display for FieldError {
 /// Whether a probability-like value lies strictly between 0 and 1.
 pub(crate) fn open_unit(x: f64) -> bool {
     x.is_finite() && x > 0.0 && x < 1.0
+}
+
+/// A QBETS queue predictor, already brought to `now`, as the planners' oracle for that
+/// instant (the live service's and the simulator experiment's view of a queue).
+#[derive(Debug, Clone, Copy)]
+pub struct PredictorAt<'a> {
+    /// The queue's predictor.
+    pub predictor: &'a QueuePredictor,
+    /// The instant it speaks for.
+    pub now: i64,
+    /// The queue's maximum walltime, when known.
+    pub max_walltime_s: Option<u64>,
+}
+
+impl StartOracle for PredictorAt<'_> {
+    fn start_probability(
+        &self,
+        nodes: u32,
+        walltime_s: u64,
+        within_s: u64,
+        confidence: f64,
+    ) -> OracleAnswer {
+        let shape = JobShape {
+            nodes: u64::from(nodes),
+            walltime_s,
+        };
+        let a = self
+            .predictor
+            .probability(self.now, shape, within_s, confidence);
+        match (a.status, a.probability) {
+            (Status::Ok, Some(p)) => OracleAnswer::Probability { p },
+            (Status::MaybeDown, _) => OracleAnswer::MaybeDown,
+            _ => OracleAnswer::InsufficientHistory,
+        }
+    }
+
+    fn max_walltime_s(&self) -> Option<u64> {
+        self.max_walltime_s
+    }
 }

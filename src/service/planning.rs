@@ -8,10 +8,8 @@
 
 use futures_util::TryStreamExt;
 
-use crate::engine::{
-    Config as EngineConfig, JobRecord, JobShape, Status, predictor::QueuePredictor,
-};
-use crate::plan::{OracleAnswer, StartOracle};
+use crate::engine::{Config as EngineConfig, JobRecord, JobShape, predictor::QueuePredictor};
+use crate::plan::{OracleAnswer, PredictorAt, StartOracle};
 use crate::store::{Queue, REBUILD_PAGE, Site, Store, StoreError, StoreResult, stream_jobs};
 
 use super::Predictors;
@@ -41,6 +39,17 @@ impl PredictorOracle {
     }
 }
 
+impl PredictorOracle {
+    /// The same oracle, borrowed.
+    fn at(&self) -> PredictorAt<'_> {
+        PredictorAt {
+            predictor: &self.predictor,
+            now: self.now,
+            max_walltime_s: self.max_walltime_s,
+        }
+    }
+}
+
 impl StartOracle for PredictorOracle {
     fn start_probability(
         &self,
@@ -49,18 +58,8 @@ impl StartOracle for PredictorOracle {
         within_s: u64,
         confidence: f64,
     ) -> OracleAnswer {
-        let shape = JobShape {
-            nodes: u64::from(nodes),
-            walltime_s,
-        };
-        let a = self
-            .predictor
-            .probability(self.now, shape, within_s, confidence);
-        match (a.status, a.probability) {
-            (Status::Ok, Some(p)) => OracleAnswer::Probability { p },
-            (Status::MaybeDown, _) => OracleAnswer::MaybeDown,
-            _ => OracleAnswer::InsufficientHistory,
-        }
+        self.at()
+            .start_probability(nodes, walltime_s, within_s, confidence)
     }
 
     fn max_walltime_s(&self) -> Option<u64> {

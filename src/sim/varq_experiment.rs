@@ -47,7 +47,7 @@ use super::job::{EndKind, SimJob};
 use super::simulator::{EventKind, SimConfig, SimEvent, Simulator, SubmitError};
 use crate::engine::{Config as EngineConfig, ConfigError, JobShape, QueuePredictor};
 use crate::plan::varq::{self, Mode, VarqPlan, VarqRequest};
-use crate::plan::{OracleAnswer, StartOracle};
+use crate::plan::{PredictorAt, StartOracle};
 
 /// The dissertation's spacing of deadlines: six hours.
 pub const DEFAULT_PERIOD_S: i64 = 6 * 3600;
@@ -175,35 +175,6 @@ pub fn end_of_varq_job(start: i64, deadline: i64, work_s: i64) -> i64 {
 /// Whether a reservation held: its job was running at the deadline.
 pub fn succeeded(start: i64, deadline: i64) -> bool {
     start <= deadline
-}
-
-/// A QBETS predictor seen as the planner's oracle at one instant.
-struct PredictorOracle<'a> {
-    predictor: &'a QueuePredictor,
-    now: i64,
-}
-
-impl StartOracle for PredictorOracle<'_> {
-    fn start_probability(
-        &self,
-        nodes: u32,
-        walltime_s: u64,
-        within_s: u64,
-        confidence: f64,
-    ) -> OracleAnswer {
-        let shape = JobShape {
-            nodes: u64::from(nodes),
-            walltime_s,
-        };
-        let a = self
-            .predictor
-            .probability(self.now, shape, within_s, confidence);
-        match (a.status, a.probability) {
-            (crate::engine::Status::Ok, Some(p)) => OracleAnswer::Probability { p },
-            (crate::engine::Status::MaybeDown, _) => OracleAnswer::MaybeDown,
-            _ => OracleAnswer::InsufficientHistory,
-        }
-    }
 }
 
 /// VARQ's `latest` decision for `req` at `now`: the last candidate submission time
@@ -477,9 +448,10 @@ where
             let deadline = next_deadline(job.submit, origin, cfg.period_s);
             let req = request_for(job, deadline, cfg);
             d.predictor.advance(job.submit);
-            let oracle = PredictorOracle {
+            let oracle = PredictorAt {
                 predictor: &d.predictor,
                 now: job.submit,
+                max_walltime_s: None,
             };
             let plan = plan_latest(&req, job.submit, &oracle);
             let index = d.records.len();
@@ -583,6 +555,7 @@ pub fn summarize(cfg: &VarqExperiment, jobs: usize, run: &VarqRun) -> VarqSummar
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::OracleAnswer;
     use crate::sim::Policy;
 
     fn job(id: i64, submit: i64, procs: u32, requested: i64, runtime: i64) -> SimJob {
