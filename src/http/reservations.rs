@@ -23,7 +23,9 @@ use crate::plan::varq::{self, Decision, Mode, PointStatus, VarqPlan, VarqRequest
 use crate::service::AppState;
 use crate::service::planning::{PredictorOracle, oracle_for};
 use crate::service::reservations::{self as resv, ReservationError, new_uid, plan_fields};
-use crate::store::{NewCoallocation, NewReservation, Reservation, ReservationEvent, Store};
+use crate::store::{
+    NewCoallocation, NewReservation, Reservation, ReservationEvent, ReservationRequest, Store,
+};
 
 /// The routes of this resource.
 pub fn router<S: Store>() -> Router<AppState<S>> {
@@ -104,8 +106,10 @@ pub struct VarqIn {
     #[schema(format = DateTime)]
     pub start_at: String,
     /// Least acceptable probability, strictly between 0 and 1.
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub min_probability: f64,
-    /// Confidence level of the probabilities (default 0.95).
+    /// Confidence level of the probabilities, strictly between 0 and 1 (default 0.95).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub confidence: Option<f64>,
     /// How to choose the submission time.
     #[schema(schema_with = mode_schema)]
@@ -131,8 +135,10 @@ pub struct ReservationIn {
     #[schema(format = DateTime)]
     pub start_at: String,
     /// Least acceptable probability, strictly between 0 and 1.
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub min_probability: f64,
-    /// Confidence level (default 0.95).
+    /// Confidence level, strictly between 0 and 1 (default 0.95).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub confidence: Option<f64>,
     /// How to choose the submission time.
     #[schema(schema_with = mode_schema)]
@@ -181,9 +187,11 @@ pub struct CovarqIn {
     pub reservations: Vec<CoItemIn>,
     /// The site/queue pairs each may be requested at.
     pub candidates: Vec<CandidateIn>,
-    /// Probability that all hold (default 0.90).
+    /// Probability that all hold, strictly between 0 and 1 (default 0.90).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub p_all: Option<f64>,
-    /// Confidence level (default 0.95).
+    /// Confidence level, strictly between 0 and 1 (default 0.95).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub confidence: Option<f64>,
     /// Spacing of candidate submission times (default 30 s).
     pub step: Option<DurationIn>,
@@ -352,20 +360,21 @@ pub struct ReservationView {
 }
 
 fn reservation_view(r: Reservation, events: Option<Vec<ReservationEvent>>) -> ReservationView {
+    let q = r.request;
     ReservationView {
-        id: r.uid,
-        owner: r.owner,
-        site: r.site,
-        queue: r.queue,
-        nodes: r.nodes,
-        walltime_s: r.walltime_s,
-        start_at: format_time(r.start_at),
-        min_probability: r.min_probability,
-        confidence: r.confidence,
-        mode: r.mode,
-        step_s: r.step_s,
-        command: r.command,
-        run_mode: r.run_mode,
+        id: q.uid,
+        owner: q.owner,
+        site: q.site,
+        queue: q.queue,
+        nodes: q.nodes,
+        walltime_s: q.walltime_s,
+        start_at: format_time(q.start_at),
+        min_probability: q.min_probability,
+        confidence: q.confidence,
+        mode: q.mode,
+        step_s: q.step_s,
+        command: q.command,
+        run_mode: q.run_mode,
         state: r.state,
         at_risk: r.at_risk,
         plan: r.plan.map(|p| StoredPlanView {
@@ -673,7 +682,10 @@ fn check_command(fields: &mut Fields, name: &str, command: &str) {
     post, path = "/v1/reservations", tag = "reservations", operation_id = "post_reservation",
     request_body = ReservationIn,
     responses(
-        (status = 201, description = "The reservation, planned", body = ReservationView),
+        (status = 201, description = "The reservation, planned", body = ReservationView, links(
+            ("get" = (operation_id = "get_reservation", parameters(("id" = "$response.body#/id")))),
+            ("cancel" = (operation_id = "delete_reservation", parameters(("id" = "$response.body#/id"))))
+        )),
         (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The site takes no reservations (no submit target)", body = Problem, content_type = "application/problem+json"),
@@ -714,19 +726,21 @@ pub async fn post_reservation<S: Store>(
     let r = state
         .store
         .insert_reservation(&NewReservation {
-            uid: new_uid("r"),
-            owner: caller.token.name.clone(),
-            site: parsed.site,
-            queue: parsed.queue,
-            nodes: i64::from(parsed.req.nodes),
-            walltime_s: parsed.req.walltime_s as i64,
-            start_at: parsed.req.start_at,
-            min_probability: parsed.req.min_probability,
-            confidence: parsed.req.confidence,
-            mode: parsed.req.mode,
-            step_s: parsed.req.step_s as i64,
-            command: b.command,
-            run_mode: b.run_mode.unwrap_or_default(),
+            request: ReservationRequest {
+                uid: new_uid("r"),
+                owner: caller.token.name.clone(),
+                site: parsed.site,
+                queue: parsed.queue,
+                nodes: i64::from(parsed.req.nodes),
+                walltime_s: parsed.req.walltime_s as i64,
+                start_at: parsed.req.start_at,
+                min_probability: parsed.req.min_probability,
+                confidence: parsed.req.confidence,
+                mode: parsed.req.mode,
+                step_s: parsed.req.step_s as i64,
+                command: b.command,
+                run_mode: b.run_mode.unwrap_or_default(),
+            },
             state: ReservationState::Planned,
             plan: Some(plan_fields(&plan)),
             at_risk: false,
@@ -773,7 +787,7 @@ async fn own<S: Store>(
     id: &str,
 ) -> ApiResult<Reservation> {
     match state.store.reservation(id).await? {
-        Some(r) if r.owner == caller.token.name => Ok(r),
+        Some(r) if r.request.owner == caller.token.name => Ok(r),
         _ => Err(ApiError::NotFound(format!(
             "you have no reservation {id:?}"
         ))),
@@ -1027,7 +1041,9 @@ pub async fn post_covarq_plan<S: Store>(
     post, path = "/v1/coallocations", tag = "reservations", operation_id = "post_coallocation",
     request_body = CovarqIn,
     responses(
-        (status = 201, description = "The co-allocation and its reservations", body = CoallocationOut),
+        (status = 201, description = "The co-allocation and its reservations", body = CoallocationOut, links(
+            ("get" = (operation_id = "get_coallocation", parameters(("id" = "$response.body#/id"))))
+        )),
         (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A candidate site takes no reservations", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A reservation cannot reach P_indep", body = Problem, content_type = "application/problem+json"),
@@ -1067,20 +1083,22 @@ pub async fn post_coallocation<S: Store>(
             state
                 .store
                 .insert_reservation(&NewReservation {
-                    uid: new_uid("r"),
-                    owner: caller.token.name.clone(),
-                    site: q.candidate.0.clone(),
-                    queue: q.candidate.1.clone(),
-                    nodes: i64::from(item.req.nodes),
-                    walltime_s: item.req.walltime_s as i64,
-                    start_at: item.req.start_at,
-                    // Re-planned against its own promise: at risk when it falls below.
-                    min_probability: q.plan.probability.clamp(1e-9, 1.0 - 1e-9),
-                    confidence: item.req.confidence,
-                    mode: Mode::MaxProbability,
-                    step_s: item.req.step_s as i64,
-                    command: co.commands[r.reservation].clone(),
-                    run_mode: b.run_mode.unwrap_or_default(),
+                    request: ReservationRequest {
+                        uid: new_uid("r"),
+                        owner: caller.token.name.clone(),
+                        site: q.candidate.0.clone(),
+                        queue: q.candidate.1.clone(),
+                        nodes: i64::from(item.req.nodes),
+                        walltime_s: item.req.walltime_s as i64,
+                        start_at: item.req.start_at,
+                        // Re-planned against its own promise: at risk when it falls below.
+                        min_probability: q.plan.probability.clamp(1e-9, 1.0 - 1e-9),
+                        confidence: item.req.confidence,
+                        mode: Mode::MaxProbability,
+                        step_s: item.req.step_s as i64,
+                        command: co.commands[r.reservation].clone(),
+                        run_mode: b.run_mode.unwrap_or_default(),
+                    },
                     state: ReservationState::Planned,
                     plan: Some(plan_fields(&q.plan)),
                     at_risk: false,

@@ -75,13 +75,13 @@ pub fn new_uid(prefix: &str) -> String {
 /// The VARQ request a stored reservation stands for.
 pub fn request_of(r: &Reservation) -> VarqRequest {
     VarqRequest {
-        nodes: r.nodes.clamp(1, i64::from(u32::MAX)) as u32,
-        walltime_s: r.walltime_s.max(1) as u64,
-        start_at: r.start_at,
-        min_probability: r.min_probability,
-        confidence: r.confidence,
-        mode: r.mode,
-        step_s: r.step_s.max(1) as u64,
+        nodes: r.request.nodes.clamp(1, i64::from(u32::MAX)) as u32,
+        walltime_s: r.request.walltime_s.max(1) as u64,
+        start_at: r.request.start_at,
+        min_probability: r.request.min_probability,
+        confidence: r.request.confidence,
+        mode: r.request.mode,
+        step_s: r.request.step_s.max(1) as u64,
     }
 }
 
@@ -134,12 +134,12 @@ pub async fn cancel<S: Store>(
             break;
         }
         current = store
-            .reservation(&current.uid)
+            .reservation(&current.request.uid)
             .await?
             .ok_or_else(|| StoreError::Database("the reservation vanished".into()))?;
     }
     let after = store
-        .reservation(&current.uid)
+        .reservation(&current.request.uid)
         .await?
         .ok_or_else(|| StoreError::Database("the reservation vanished".into()))?;
     if !matches!(
@@ -148,11 +148,11 @@ pub async fn cancel<S: Store>(
     ) {
         return Err(ReservationError::Final(after.state));
     }
-    if let Some(sub) = submitters.get(&after.site) {
+    if let Some(sub) = submitters.get(&after.request.site) {
         // Every live job carrying the id: the recorded one, and any an interrupted
         // submission left unrecorded.
         let mut live: Vec<String> = sub
-            .find(&after.uid)
+            .find(&after.request.uid)
             .await?
             .into_iter()
             .filter(|j| j.ended_at.is_none())
@@ -268,8 +268,11 @@ impl<S: Store> Executor<S> {
     /// Stops here for good when told to (the process is then killed by a test).
     async fn halt_if(&self, point: HaltPoint, r: &Reservation) {
         if self.halt_at == Some(point) {
-            tracing::warn!(executor = %self.id, reservation = %r.uid, %point, "halted");
-            eprintln!("qbets: executor halted at {point} (reservation {})", r.uid);
+            tracing::warn!(executor = %self.id, reservation = %r.request.uid, %point, "halted");
+            eprintln!(
+                "qbets: executor halted at {point} (reservation {})",
+                r.request.uid
+            );
             std::future::pending::<()>().await;
         }
     }
@@ -321,7 +324,7 @@ impl<S: Store> Executor<S> {
             };
             if let Err(e) = result {
                 report.errors += 1;
-                tracing::warn!(reservation = %r.uid, error = %e, "reservation step failed");
+                tracing::warn!(reservation = %r.request.uid, error = %e, "reservation step failed");
             }
         }
         let claimed = self
@@ -331,7 +334,7 @@ impl<S: Store> Executor<S> {
         for r in claimed {
             if let Err(e) = self.submit(&r, now, &mut report).await {
                 report.errors += 1;
-                tracing::warn!(reservation = %r.uid, error = %e, "submission failed");
+                tracing::warn!(reservation = %r.request.uid, error = %e, "submission failed");
                 // Give the lease back so the next tick (of any replica) retries.
                 self.store.release_lease(r.id, &self.id).await?;
             }
@@ -347,13 +350,16 @@ impl<S: Store> Executor<S> {
         report: &mut TickReport,
     ) -> Result<(), ReservationError> {
         let Some(plan) = r.plan else { return Ok(()) };
-        if plan.submit_at <= now || now - r.planned_at < r.step_s || now >= r.start_at {
+        if plan.submit_at <= now
+            || now - r.planned_at < r.request.step_s
+            || now >= r.request.start_at
+        {
             return Ok(());
         }
-        let Some(site) = self.store.site(&r.site).await? else {
+        let Some(site) = self.store.site(&r.request.site).await? else {
             return Ok(());
         };
-        let Some(queue) = self.store.queue(site.id, &r.queue).await? else {
+        let Some(queue) = self.store.queue(site.id, &r.request.queue).await? else {
             return Ok(());
         };
         let oracle =
@@ -383,7 +389,7 @@ impl<S: Store> Executor<S> {
                 let event = (!r.at_risk || best.submit_at != plan.submit_at).then(|| {
                     format!(
                         "at risk: no submission time meets p ≥ {}; best p = {:.3} at {}",
-                        r.min_probability,
+                        r.request.min_probability,
                         best.probability,
                         super::format_unix(best.submit_at)
                     )
@@ -421,13 +427,13 @@ impl<S: Store> Executor<S> {
             ..Transition::new(ReservationState::Planned, to, now, reason)
         };
         self.halt_if(HaltPoint::Claimed, r).await;
-        let Some(sub) = self.submitters.get(&r.site) else {
+        let Some(sub) = self.submitters.get(&r.request.site) else {
             self.store
                 .transition_reservation(
                     r.id,
                     &leased(
                         ReservationState::Error,
-                        format!("site {:?} has no submit target configured", r.site),
+                        format!("site {:?} has no submit target configured", r.request.site),
                     ),
                 )
                 .await?;
@@ -435,7 +441,7 @@ impl<S: Store> Executor<S> {
         };
         // Look before submitting: a job carrying this id means an earlier attempt
         // submitted it and died before recording it.
-        let found = sub.find(&r.uid).await?;
+        let found = sub.find(&r.request.uid).await?;
         if let Some(job) = found
             .iter()
             .find(|j| j.ended_at.is_none())
@@ -457,7 +463,7 @@ impl<S: Store> Executor<S> {
             }
             return Ok(());
         }
-        if now >= r.start_at {
+        if now >= r.request.start_at {
             self.store
                 .transition_reservation(
                     r.id,
@@ -473,13 +479,13 @@ impl<S: Store> Executor<S> {
             return Ok(());
         };
         let request = RemoteRequest {
-            reservation: r.uid.clone(),
-            queue: r.queue.clone(),
-            nodes: r.nodes.clamp(1, i64::from(u32::MAX)) as u32,
+            reservation: r.request.uid.clone(),
+            queue: r.request.queue.clone(),
+            nodes: r.request.nodes.clamp(1, i64::from(u32::MAX)) as u32,
             time_limit_s: plan.advertised_walltime_s.max(1) as u64,
-            start_at: r.start_at,
-            command: r.command.clone(),
-            mode: r.run_mode,
+            start_at: r.request.start_at,
+            command: r.request.command.clone(),
+            mode: r.request.run_mode,
         };
         let job_id = match sub.submit(&request).await {
             Ok(id) => id,
@@ -498,7 +504,7 @@ impl<S: Store> Executor<S> {
             }
         };
         report.submitted += 1;
-        tracing::info!(reservation = %r.uid, job_id = %job_id, "submitted");
+        tracing::info!(reservation = %r.request.uid, job_id = %job_id, "submitted");
         self.halt_if(HaltPoint::Submitted, r).await;
         let t = Transition {
             remote_job_id: Some(job_id.clone()),
@@ -513,7 +519,11 @@ impl<S: Store> Executor<S> {
         };
         if !self.store.transition_reservation(r.id, &t).await? {
             // Cancelled while we submitted: the job must not stay.
-            let now_state = self.store.reservation(&r.uid).await?.map(|x| x.state);
+            let now_state = self
+                .store
+                .reservation(&r.request.uid)
+                .await?
+                .map(|x| x.state);
             if now_state == Some(ReservationState::Cancelled) {
                 sub.cancel(&job_id).await?;
                 self.store
@@ -531,8 +541,10 @@ impl<S: Store> Executor<S> {
         now: i64,
         report: &mut TickReport,
     ) -> Result<(), ReservationError> {
-        let (Some(sub), Some(job_id)) = (self.submitters.get(&r.site), r.remote_job_id.as_deref())
-        else {
+        let (Some(sub), Some(job_id)) = (
+            self.submitters.get(&r.request.site),
+            r.remote_job_id.as_deref(),
+        ) else {
             return Ok(());
         };
         let status: Option<RemoteStatus> = sub.status(job_id).await?;
@@ -545,7 +557,7 @@ impl<S: Store> Executor<S> {
             },
         };
         let mut state = r.state;
-        while let Some(next) = lifecycle::advance(state, r.start_at, remote, now) {
+        while let Some(next) = lifecycle::advance(state, r.request.start_at, remote, now) {
             let reason = match next {
                 ReservationState::Started => format!(
                     "remote job {job_id} started at {}",
@@ -555,7 +567,7 @@ impl<S: Store> Executor<S> {
                     format!("remote job {job_id} held its nodes at start_at")
                 }
                 _ => match remote.started_at {
-                    Some(s) if s > r.start_at => format!(
+                    Some(s) if s > r.request.start_at => format!(
                         "remote job {job_id} started late, at {}",
                         super::format_unix(s)
                     ),
@@ -608,7 +620,7 @@ impl<S: Store> Executor<S> {
             }
             let reason = format!(
                 "redundant: request {} of the same reservation started in time",
-                started.uid
+                started.request.uid
             );
             match cancel(&self.store, &self.submitters, &other, now, &reason).await {
                 Ok(_) | Err(ReservationError::Final(_)) => {}

@@ -138,6 +138,29 @@ pub fn parse_duration(text: &str) -> Option<i64> {
     Some(days * 86_400 + s)
 }
 
+/// What the line-reading sources' tests share.
+#[cfg(test)]
+pub(crate) mod test_lines {
+    use super::Batch;
+
+    /// Lines numbered from 1, as a log file reader hands them over.
+    pub fn numbered(lines: &[&str]) -> Vec<(u64, String)> {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i as u64 + 1, l.to_string()))
+            .collect()
+    }
+
+    /// Each reject's line number and reason, in order.
+    pub fn reasons(b: &Batch) -> Vec<(Option<i64>, &str)> {
+        b.rejects
+            .iter()
+            .map(|r| (r.line, r.reason.as_str()))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -186,6 +186,7 @@ impl Source for PbsFollower {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::test_lines::{numbered, reasons};
 
     const S: &str = "04/18/2024 10:05:00;S;1234.pbs01;user=alice group=g project=_pbs_project_default jobname=sim queue=workq ctime=1713434300 qtime=1713434400 etime=1713434400 start=1713434700 exec_host=n1/0*8+n2/0*8 Resource_List.ncpus=16 Resource_List.nodect=2 Resource_List.place=scatter Resource_List.select=2:ncpus=8 Resource_List.walltime=01:00:00 resource_assigned.ncpus=16";
     const E: &str = "04/18/2024 10:35:00;E;1234.pbs01;user=alice group=g jobname=sim queue=workq ctime=1713434300 qtime=1713434400 etime=1713434400 start=1713434700 exec_host=n1/0*8+n2/0*8 Resource_List.ncpus=16 Resource_List.nodect=2 Resource_List.walltime=01:00:00 session=4242 end=1713436500 Exit_status=0 resources_used.walltime=00:30:00";
@@ -222,27 +223,18 @@ mod tests {
 
     #[test]
     fn other_records_are_skipped_and_bad_ones_rejected_with_their_line() {
-        let lines: Vec<(u64, String)> = [
+        let lines = numbered(&[
             "04/18/2024 10:00:00;Q;1234.pbs01;queue=workq",
             S,
             "garbage",
             "04/18/2024 10:05:00;S;9.pbs01;queue=workq start=5",
             "04/18/2024 10:05:00;E;10.pbs01;queue=workq qtime=100 start=200 end=300 Resource_List.walltime=soon",
             E,
-        ]
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (i as u64 + 1, l.to_string()))
-        .collect();
+        ]);
         let b = read_lines(&lines);
         assert_eq!(b.records.len(), 2);
-        let why: Vec<(Option<i64>, &str)> = b
-            .rejects
-            .iter()
-            .map(|r| (r.line, r.reason.as_str()))
-            .collect();
         assert_eq!(
-            why,
+            reasons(&b),
             vec![
                 (Some(3), "expected DATE;TYPE;JOB_ID;ATTRIBUTES"),
                 (Some(4), "neither qtime nor ctime"),

@@ -163,6 +163,7 @@ impl Source for SgeFollower {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::test_lines::{numbered, reasons};
 
     /// A line as Son of Grid Engine 8.1.9 writes it (45 fields).
     const LINE: &str = "all.q:node01:users:alice:sim.sh:4711:sge:0:1713434400:1713434700:1713436500:0:0:1800:1.5:0.2:1024:0:0:0:0:100:0:0:0:0:0:0:0:10:2:NONE:defaultdepartment:mpi:8:0:12.0:0.5:0.1:-U users -q all.q -l h_rt=3600,h_vmem=2G -pe mpi 8:0.0:NONE:2048:0:0";
@@ -193,26 +194,17 @@ mod tests {
 
     #[test]
     fn comments_are_skipped_and_bad_lines_rejected() {
-        let lines: Vec<(u64, String)> = [
+        let lines = numbered(&[
             "# Version: 8.1.9",
             LINE,
             "all.q:too:few",
             &LINE.replace(":1713434400:", ":yesterday:"),
             &LINE.replace("h_rt=3600", "h_rt=forever"),
-        ]
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (i as u64 + 1, l.to_string()))
-        .collect();
+        ]);
         let b = read_lines(&lines);
         assert_eq!(b.records.len(), 1);
-        let why: Vec<(Option<i64>, &str)> = b
-            .rejects
-            .iter()
-            .map(|r| (r.line, r.reason.as_str()))
-            .collect();
         assert_eq!(
-            why,
+            reasons(&b),
             vec![
                 (Some(3), "3 colon-separated fields, expected at least 40"),
                 (Some(4), "submission_time \"yesterday\" is not a number"),

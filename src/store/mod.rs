@@ -22,7 +22,7 @@ mod sqlite;
 
 pub use reservations::{
     Calibration, Coallocation, NewCoallocation, NewReservation, PlanFields, Replanned, Reservation,
-    ReservationEvent, Transition,
+    ReservationEvent, ReservationRequest, Transition,
 };
 
 use std::fmt;

@@ -7,7 +7,7 @@ macro_rules! reservation_store_methods {
     ($lock:literal) => {
     async fn insert_reservation(&self, r: &NewReservation) -> StoreResult<Reservation> {
         let mut tx = self.pool.begin().await.map_err(db_error)?;
-        let plan = r.plan;
+        let (plan, q) = (r.plan, &r.request);
         let row = sqlx::query_as::<_, ReservationRow>(concat!(
             "INSERT INTO reservations (uid, owner, site, queue, nodes, walltime_s, start_at, \
                min_probability, confidence, mode, step_s, command, run_mode, state, submit_at, \
@@ -17,19 +17,19 @@ macro_rules! reservation_store_methods {
                $18, $19, $20, $21, $19, $19) RETURNING ",
             reservation_columns!()
         ))
-        .bind(&r.uid)
-        .bind(&r.owner)
-        .bind(&r.site)
-        .bind(&r.queue)
-        .bind(r.nodes)
-        .bind(r.walltime_s)
-        .bind(r.start_at)
-        .bind(r.min_probability)
-        .bind(r.confidence)
-        .bind(mode_name(r.mode))
-        .bind(r.step_s)
-        .bind(&r.command)
-        .bind(r.run_mode.as_str())
+        .bind(&q.uid)
+        .bind(&q.owner)
+        .bind(&q.site)
+        .bind(&q.queue)
+        .bind(q.nodes)
+        .bind(q.walltime_s)
+        .bind(q.start_at)
+        .bind(q.min_probability)
+        .bind(q.confidence)
+        .bind(mode_name(q.mode))
+        .bind(q.step_s)
+        .bind(&q.command)
+        .bind(q.run_mode.as_str())
         .bind(r.state.as_str())
         .bind(plan.map(|p| p.submit_at))
         .bind(plan.map(|p| p.advertised_walltime_s))

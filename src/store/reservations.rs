@@ -6,9 +6,10 @@ use crate::plan::varq::Mode;
 
 use super::{StoreError, StoreResult};
 
-/// A reservation to store (its first event is written with it).
+/// What was asked for, fixed when a reservation is made: the part a stored
+/// reservation and a reservation to store share.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewReservation {
+pub struct ReservationRequest {
     /// Public id, unique; the remote job's name carries it.
     pub uid: String,
     /// The token name that made it.
@@ -35,6 +36,13 @@ pub struct NewReservation {
     pub command: String,
     /// Hold or best effort.
     pub run_mode: RunMode,
+}
+
+/// A reservation to store (its first event is written with it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewReservation {
+    /// What was asked for.
+    pub request: ReservationRequest,
     /// `planned` (or `refused`, kept for the record).
     pub state: ReservationState,
     /// The plan, when there is one.
@@ -65,32 +73,8 @@ pub struct PlanFields {
 pub struct Reservation {
     /// The store's id.
     pub id: i64,
-    /// Public id.
-    pub uid: String,
-    /// The token name that made it.
-    pub owner: String,
-    /// Site name.
-    pub site: String,
-    /// Queue name.
-    pub queue: String,
-    /// Nodes.
-    pub nodes: i64,
-    /// W, seconds.
-    pub walltime_s: i64,
-    /// Unix time the nodes must be held at.
-    pub start_at: i64,
-    /// P.
-    pub min_probability: f64,
-    /// C.
-    pub confidence: f64,
-    /// Planner mode.
-    pub mode: Mode,
-    /// Δ, seconds.
-    pub step_s: i64,
-    /// The user's command.
-    pub command: String,
-    /// Hold or best effort.
-    pub run_mode: RunMode,
+    /// What was asked for.
+    pub request: ReservationRequest,
     /// Where it stands.
     pub state: ReservationState,
     /// The current plan.
@@ -327,20 +311,22 @@ impl TryFrom<ReservationRow> for Reservation {
         };
         Ok(Reservation {
             id: r.id,
-            uid: r.uid,
-            owner: r.owner,
-            site: r.site,
-            queue: r.queue,
-            nodes: r.nodes,
-            walltime_s: r.walltime_s,
-            start_at: r.start_at,
-            min_probability: r.min_probability,
-            confidence: r.confidence,
-            mode,
-            step_s: r.step_s,
-            command: r.command,
-            run_mode: RunMode::parse(&r.run_mode)
-                .ok_or_else(|| StoreError::Invalid(format!("run mode {:?}", r.run_mode)))?,
+            request: ReservationRequest {
+                uid: r.uid,
+                owner: r.owner,
+                site: r.site,
+                queue: r.queue,
+                nodes: r.nodes,
+                walltime_s: r.walltime_s,
+                start_at: r.start_at,
+                min_probability: r.min_probability,
+                confidence: r.confidence,
+                mode,
+                step_s: r.step_s,
+                command: r.command,
+                run_mode: RunMode::parse(&r.run_mode)
+                    .ok_or_else(|| StoreError::Invalid(format!("run mode {:?}", r.run_mode)))?,
+            },
             state: parse_state(&r.state)?,
             plan,
             at_risk: r.at_risk,

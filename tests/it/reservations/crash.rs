@@ -165,7 +165,7 @@ async fn wait_until_submitted<S: Store>(
         assert!(
             Instant::now() < deadline,
             "{} still planned after {DEADLINE:?}: {now:?}\n{}",
-            r.uid,
+            r.request.uid,
             serve.log()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -196,7 +196,7 @@ async fn killed_at<S: Store>(store: S, url: String, halt_at: &'static str) -> Ou
     let mut first = Serve::start("the first qbets serve", &config, &url, Some(halt_at));
     first.wait_for_line(&format!(
         "executor halted at {halt_at} (reservation {})",
-        r.uid
+        r.request.uid
     ));
     first.kill9();
     let halted = reread(&store, &r).await;
@@ -206,7 +206,7 @@ async fn killed_at<S: Store>(store: S, url: String, halt_at: &'static str) -> Ou
         "the dead process's claim stays: {halted:?}"
     );
     let before: Vec<String> = slurm(&subs)
-        .find(&r.uid)
+        .find(&r.request.uid)
         .await
         .unwrap()
         .into_iter()
@@ -216,14 +216,14 @@ async fn killed_at<S: Store>(store: S, url: String, halt_at: &'static str) -> Ou
     let mut second = Serve::start("the restarted qbets serve", &config, &url, None);
     let after = wait_until_submitted(&store, &r, &mut second).await;
     let remote: Vec<String> = slurm(&subs)
-        .find(&r.uid)
+        .find(&r.request.uid)
         .await
         .unwrap()
         .into_iter()
         .map(|j| j.job_id)
         .collect();
     second.kill9();
-    cleanup(slurm(&subs), &r.uid).await;
+    cleanup(slurm(&subs), &r.request.uid).await;
     let events = store
         .reservation_events(r.id)
         .await
@@ -321,8 +321,8 @@ async fn two_serve_processes_on_one_postgres_submit_each_reservation_once() {
     one.kill9();
     two.kill9();
     for (r, after) in seeded.iter().zip(&recorded) {
-        let remote = slurm(&subs).find(&r.uid).await.unwrap();
-        assert_eq!(remote.len(), 1, "{}: {remote:?}", r.uid);
+        let remote = slurm(&subs).find(&r.request.uid).await.unwrap();
+        assert_eq!(remote.len(), 1, "{}: {remote:?}", r.request.uid);
         assert_eq!(
             after.remote_job_id.as_deref(),
             Some(remote[0].job_id.as_str()),
@@ -345,6 +345,6 @@ async fn two_serve_processes_on_one_postgres_submit_each_reservation_once() {
         );
     }
     for r in &seeded {
-        cleanup(slurm(&subs), &r.uid).await;
+        cleanup(slurm(&subs), &r.request.uid).await;
     }
 }

@@ -19,7 +19,7 @@ use qbets::service::{AppState, FixedClock, Predictors, SystemClock, tokens};
 use qbets::sources::slurm_rest::{ClientConfig, JobSubmission, SlurmRestClient};
 use qbets::store::{
     NewCoallocation, NewJob, NewQueue, NewReservation, NewSite, PgStore, PlanFields, Reservation,
-    Scope, SiteKind, Store, StoreTask, with_store,
+    ReservationRequest, Scope, SiteKind, Store, StoreTask, with_store,
 };
 use qbets::submit::{RemoteRequest, RemoteStatus, Submitter};
 use serde_json::{Value, json};
@@ -87,19 +87,21 @@ async fn seed_in<S: Store>(
         .unwrap();
     store
         .insert_reservation(&NewReservation {
-            uid: new_uid("r"),
-            owner: "alice".into(),
-            site: SITE.into(),
-            queue: queue.into(),
-            nodes: 1,
-            walltime_s: 60,
-            start_at,
-            min_probability: 0.5,
-            confidence: 0.95,
-            mode: Mode::Latest,
-            step_s: 30,
-            command: "sleep 1".into(),
-            run_mode,
+            request: ReservationRequest {
+                uid: new_uid("r"),
+                owner: "alice".into(),
+                site: SITE.into(),
+                queue: queue.into(),
+                nodes: 1,
+                walltime_s: 60,
+                start_at,
+                min_probability: 0.5,
+                confidence: 0.95,
+                mode: Mode::Latest,
+                step_s: 30,
+                command: "sleep 1".into(),
+                run_mode,
+            },
             state: ReservationState::Planned,
             plan: Some(PlanFields {
                 submit_at,
@@ -116,7 +118,7 @@ async fn seed_in<S: Store>(
 }
 
 pub(super) async fn reread<S: Store>(store: &S, r: &Reservation) -> Reservation {
-    store.reservation(&r.uid).await.unwrap().unwrap()
+    store.reservation(&r.request.uid).await.unwrap().unwrap()
 }
 
 pub(super) fn slurm(subs: &Submitters) -> &Submitter {
@@ -163,13 +165,13 @@ async fn crash_after_submission<S: Store>(store: S) {
     let plan = r.plan.unwrap();
     let job = slurm(&subs)
         .submit(&RemoteRequest {
-            reservation: r.uid.clone(),
-            queue: r.queue.clone(),
+            reservation: r.request.uid.clone(),
+            queue: r.request.queue.clone(),
             nodes: 1,
             time_limit_s: plan.advertised_walltime_s as u64,
-            start_at: r.start_at,
-            command: r.command.clone(),
-            mode: r.run_mode,
+            start_at: r.request.start_at,
+            command: r.request.command.clone(),
+            mode: r.request.run_mode,
         })
         .await
         .unwrap();
@@ -189,7 +191,7 @@ async fn crash_after_submission<S: Store>(store: S) {
     assert_eq!(after.remote_job_id.as_deref(), Some(job.as_str()));
     let report = b.tick().await.unwrap();
     assert_eq!((report.submitted, report.adopted), (0, 0));
-    let remote = slurm(&subs).find(&r.uid).await.unwrap();
+    let remote = slurm(&subs).find(&r.request.uid).await.unwrap();
     assert_eq!(
         remote.len(),
         1,
@@ -202,7 +204,7 @@ async fn crash_after_submission<S: Store>(store: S) {
         .await
         .unwrap();
     assert_eq!(cancelled.state, ReservationState::Cancelled);
-    let ended = cleanup(slurm(&subs), &r.uid).await;
+    let ended = cleanup(slurm(&subs), &r.request.uid).await;
     assert_eq!(ended.len(), 1);
     assert_eq!(ended[0].state, "CANCELLED");
     let events = store.reservation_events(r.id).await.unwrap();
@@ -250,13 +252,13 @@ async fn crash_before_submission<S: Store>(store: S) {
     assert_eq!((report.submitted, report.adopted), (0, 0), "{report:?}");
     let after = reread(&store, &r).await;
     assert!(after.state.may_have_remote_job(), "{after:?}");
-    let remote = slurm(&subs).find(&r.uid).await.unwrap();
+    let remote = slurm(&subs).find(&r.request.uid).await.unwrap();
     assert_eq!(remote.len(), 1, "{remote:?}");
     assert_eq!(
         after.remote_job_id.as_deref(),
         Some(remote[0].job_id.as_str())
     );
-    cleanup(slurm(&subs), &r.uid).await;
+    cleanup(slurm(&subs), &r.request.uid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -297,8 +299,8 @@ async fn two_executors_on_one_postgres_submit_each_reservation_once() {
             after.state.may_have_remote_job() || after.state.is_final(),
             "{after:?}"
         );
-        let remote = slurm(&subs).find(&r.uid).await.unwrap();
-        assert_eq!(remote.len(), 1, "{}: {remote:?}", r.uid);
+        let remote = slurm(&subs).find(&r.request.uid).await.unwrap();
+        assert_eq!(remote.len(), 1, "{}: {remote:?}", r.request.uid);
         assert_eq!(
             after.remote_job_id.as_deref(),
             Some(remote[0].job_id.as_str())
@@ -313,7 +315,7 @@ async fn two_executors_on_one_postgres_submit_each_reservation_once() {
         );
     }
     for r in &seeded {
-        cleanup(slurm(&subs), &r.uid).await;
+        cleanup(slurm(&subs), &r.request.uid).await;
     }
 }
 
@@ -373,15 +375,15 @@ async fn redundant_requests<S: Store>(store: S) {
     assert!(
         events
             .iter()
-            .any(|ev| ev.reason.contains("redundant") && ev.reason.contains(&won.uid)),
+            .any(|ev| ev.reason.contains("redundant") && ev.reason.contains(&won.request.uid)),
         "{events:?}"
     );
-    let gone = cleanup(slurm(&subs), &lost.uid).await;
+    let gone = cleanup(slurm(&subs), &lost.request.uid).await;
     assert_eq!(gone.len(), 1);
     assert_eq!(gone[0].state, "CANCELLED");
-    let alive = slurm(&subs).find(&won.uid).await.unwrap();
+    let alive = slurm(&subs).find(&won.request.uid).await.unwrap();
     assert!(alive[0].ended_at.is_none(), "{alive:?}");
-    cleanup(slurm(&subs), &won.uid).await;
+    cleanup(slurm(&subs), &won.request.uid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
