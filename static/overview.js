@@ -57,8 +57,8 @@ function shapeLabel(s) {
 
 /** The queue's state: from the listing when it says, else from a bound's status. */
 function stateBadge(queue, answers) {
-  let state = queue.state ?? queue.status;
-  let since = queue.since ?? queue.state_since ?? queue.down_since;
+  let state = queue.state;
+  const since = queue.since;
   if (!state) {
     const down = answers.find((a) => a && a.status === "maybe_down");
     if (down) state = "maybe_down";

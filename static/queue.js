@@ -31,8 +31,8 @@ async function loadSummary() {
   const q = (listing.queues || []).find((x) => x.name === queue);
   if (!q) throw new Error(`site ${site} has no queue ${queue}`);
   asOf = listing.as_of;
-  const state = q.state ?? q.status;
-  const since = q.since ?? q.state_since ?? q.down_since;
+  const state = q.state;
+  const since = q.since;
   summary.replaceChildren(
     state ? el("span", { class: `badge ${state === "up" || state === "ok" ? "ok" : "bad"}` }, statusText(state)) : "",
     state && since ? ` since ${fmtTime(since)} · ` : state ? " · " : "",
@@ -92,12 +92,12 @@ async function loadClusters() {
       el("th", { scope: "col", class: "num" }, "Waits in window"),
       el("th", { scope: "col", class: "num" }, "0.95 bound"))),
     el("tbody", {}, clusters.map((c) => {
-      const range = c.range || c;
-      const bound = c.bound_95_s ?? c.bound_s;
+      const range = c.range;
+      const bound = c.bound_95_s;
       return el("tr", {},
         el("td", {}, rangeText(range.primary)),
         el("td", {}, range.secondary ? rangeText(range.secondary) : "—"),
-        el("td", { class: "num" }, fmtCount(c.n ?? c.history_size ?? c.history)),
+        el("td", { class: "num" }, fmtCount(c.history_size)),
         el("td", { class: "num" }, bound === null || bound === undefined ? "—" : fmtDuration(bound)));
     }))));
 }
@@ -161,7 +161,7 @@ async function ask(event) {
     out.replaceChildren(
       el("dl", { class: "answers", id: "answers" }, items),
       el("p", { class: "muted small" },
-        `${fmtCount(first.history_size ?? first.history)} waits of similar jobs · as of ${fmtTime(first.as_of ?? asOf)}`),
+        `${fmtCount(first.history_size)} waits of similar jobs · as of ${fmtTime(first.as_of)}`),
     );
   } catch (error) {
     markInvalid(error.problem);

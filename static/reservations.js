@@ -122,10 +122,10 @@ async function plan(event) {
     const answer = await api("/v1/plans/varq", { method: "POST", body });
     markInvalid(planForm, null);
     showError(planError, null);
-    const p = answer.plan || answer;
+    const p = answer;
     const chosenAt = secondsOf(p.submit_at);
     const overhead = p.max_overhead_node_s;
-    const required = p.required_node_s ?? body.nodes * parseDuration(body.walltime);
+    const required = p.required_node_s;
     planOut.replaceChildren(el("dl", { class: "answers", id: "plan-answers", dataset: { submitAt: chosenAt, probability: p.probability } },
       el("div", { class: "answer" }, el("dt", {}, "Submit at"),
         el("dd", {}, fmtTime(chosenAt), el("span", { class: "sub" }, `${fmtDuration(unix(body.start_at) - chosenAt)} ahead`))),
@@ -145,8 +145,8 @@ async function plan(event) {
     planOut.replaceChildren();
     const trajectory = error.problem && error.problem.trajectory;
     if (trajectory && trajectory.length) {
-      const best = error.problem.best_submit_at ?? (error.problem.best && error.problem.best.submit_at);
-      drawTrajectory(trajectory, body, best === undefined ? null : secondsOf(best));
+      const best = error.problem.best_submit_at;
+      drawTrajectory(trajectory, body, best === undefined || best === null ? null : secondsOf(best));
     } else {
       chartNode.hidden = true;
     }
@@ -166,10 +166,6 @@ function stateBadge(state) {
   return el("span", { class: `badge ${good ? "ok" : bad ? "bad" : "info"}`, dataset: { state } }, state || "—");
 }
 
-function reservationId(r) {
-  return r.id ?? r.uid;
-}
-
 async function follow(id) {
   if (following) clearTimeout(following);
   let r;
@@ -180,12 +176,12 @@ async function follow(id) {
     return;
   }
   const events = r.events || [];
-  followed.replaceChildren(el("div", { class: "card" },
+  followed.replaceChildren(el("div", { class: "card", dataset: { reservation: id } },
     el("h3", {}, "Reservation ", el("code", {}, String(id)), " ", stateBadge(r.state),
       r.at_risk ? el("span", { class: "badge warn" }, "at risk") : null),
     el("p", { class: "small" },
       `${r.nodes} nodes at ${r.site}/${r.queue} running at ${fmtTime(r.start_at)}`,
-      r.submit_at || (r.plan && r.plan.submit_at) ? ` · submit at ${fmtTime(r.submit_at ?? r.plan.submit_at)}` : "",
+      r.plan ? ` · submit at ${fmtTime(r.plan.submit_at)}` : "",
       r.remote_job_id ? ` · job ${r.remote_job_id}` : ""),
     el("ol", { class: "events" }, events.map((e) => el("li", {}, fmtTime(e.at), " ", stateBadge(e.state), " ", e.reason || ""))),
     ["planned", "submitted", "started"].includes(r.state)
@@ -220,7 +216,7 @@ async function create(event) {
       body: { ...lastRequest, command: createForm.command.value, run_mode: createForm.run_mode.value },
     });
     showError(createError, null);
-    await follow(reservationId(r));
+    await follow(r.id);
     await loadMine();
   } catch (error) {
     showError(createError, error);
@@ -253,12 +249,12 @@ async function loadMine() {
     el("thead", {}, el("tr", {}, ["Id", "Where", "Nodes", "Running at", "State", "Probability"].map((h) =>
       el("th", { scope: "col" }, h)))),
     el("tbody", {}, list.map((r) => el("tr", {},
-      el("td", {}, el("a", { href: "#followed", onclick: () => follow(reservationId(r)) }, String(reservationId(r)))),
+      el("td", {}, el("a", { href: "#followed", dataset: { reservation: r.id }, onclick: () => follow(r.id) }, r.id)),
       el("td", {}, `${r.site}/${r.queue}`),
       el("td", { class: "num" }, r.nodes),
       el("td", {}, fmtTime(r.start_at)),
       el("td", {}, stateBadge(r.state)),
-      el("td", { class: "num" }, fmtPercent(r.probability ?? (r.plan && r.plan.probability), 1)))))));
+      el("td", { class: "num" }, fmtPercent(r.plan && r.plan.probability, 1)))))));
 }
 
 async function loadCalibration() {
@@ -270,7 +266,7 @@ async function loadCalibration() {
     node.replaceChildren(el("p", { class: "muted" }, error.status === 404 ? "This service does not report calibration." : error.message));
     return;
   }
-  const rows = answer.queues || answer.calibration || answer.rows || [];
+  const rows = answer.queues;
   if (!rows.length) {
     node.replaceChildren(el("p", { class: "muted" }, "No reservation has finished yet."));
     return;
@@ -283,9 +279,9 @@ async function loadCalibration() {
       el("th", { scope: "col", class: "num" }, "Achieved"))),
     el("tbody", {}, rows.map((r) => el("tr", {},
       el("th", { scope: "row" }, `${r.site}/${r.queue}`),
-      el("td", { class: "num" }, fmtCount(r.finished ?? r.count)),
-      el("td", { class: "num" }, fmtPercent(r.mean_predicted ?? r.mean_probability ?? r.predicted, 1)),
-      el("td", { class: "num" }, fmtPercent(r.achieved ?? r.achieved_fraction ?? r.success_fraction, 1)))))));
+      el("td", { class: "num" }, fmtCount(r.finished)),
+      el("td", { class: "num" }, fmtPercent(r.mean_predicted_probability, 1)),
+      el("td", { class: "num" }, fmtPercent(r.achieved_fraction, 1)))))));
 }
 
 planForm.addEventListener("submit", plan);

@@ -6,9 +6,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::reservations::SITE;
+use crate::reservations::api::app_with_history;
 use crate::support::{TEST_NOW, TestApp};
 use crate::webdriver::{Driver, http_client, screenshot_dir};
-use qbets::store::Scope;
+use qbets::plan::lifecycle::{ReservationState, RunMode};
+use qbets::plan::varq::Mode;
+use qbets::store::{
+    NewReservation, PlanFields, ReservationRequest, Scope, Store, StoreTask, with_store,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -359,6 +365,241 @@ async fn the_overview_lists_the_demo_sites_queues() {
         .collect();
     assert_eq!(shown, Value::Array(listed));
     s.screenshot_page(&screenshot_dir().join("overview-demo.png"))
+        .await;
+    s.quit().await;
+}
+
+/// Three finished reservations at `local/debug` (two succeeded, planned at 0.9 and 0.8;
+/// one failed, at 0.7), as the executor would have left them, for the calibration table.
+struct SeedFinished;
+
+impl StoreTask for SeedFinished {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        for (i, (p, state)) in [
+            (0.9, ReservationState::Succeeded),
+            (0.8, ReservationState::Succeeded),
+            (0.7, ReservationState::Failed),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let start_at = TEST_NOW - 86_400 + i as i64 * 3600;
+            store
+                .insert_reservation(&NewReservation {
+                    request: ReservationRequest {
+                        uid: format!("r-finished-{i}"),
+                        owner: "bob".into(),
+                        site: SITE.into(),
+                        queue: "debug".into(),
+                        nodes: 1,
+                        walltime_s: 300,
+                        start_at,
+                        min_probability: 0.5,
+                        confidence: 0.95,
+                        mode: Mode::Latest,
+                        step_s: 30,
+                        command: "hostname".into(),
+                        run_mode: RunMode::Hold,
+                    },
+                    state,
+                    plan: Some(PlanFields {
+                        submit_at: start_at - 600,
+                        advertised_walltime_s: 900,
+                        probability: p,
+                    }),
+                    at_risk: false,
+                    coallocation: None,
+                    reason: "finished before the test".into(),
+                    created_at: start_at - 3600,
+                })
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// With a token, a person plans a reservation at the local Slurm site, makes it,
+/// follows it, finds it in their list and cancels it; the calibration table shows the
+/// finished reservations' figures as the API gives them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
+    let (app, _) = app_with_history().await;
+    with_store(&app.config.database_url, SeedFinished)
+        .await
+        .unwrap();
+    let token = app.token("alice", Scope::Reserve).await;
+    let base = app.listen().await;
+    let shots = screenshot_dir();
+    let driver = Driver::start().await;
+    let s = driver.session(1280, 1100).await;
+    let authed = |path: String| {
+        let (base, token) = (base.clone(), token.clone());
+        async move {
+            let res = http_client()
+                .get(format!("{base}{path}"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            assert!(res.status().is_success(), "{path}: {}", res.status());
+            res.json::<Value>().await.unwrap()
+        }
+    };
+
+    s.goto(&format!("{base}/ui/reservations.html")).await;
+    s.wait_for(
+        "the invitation to set a token",
+        WAIT,
+        r#"return document.getElementById('mine').innerText.includes('Set a token')"#,
+    )
+    .await;
+
+    // Calibration: the finished reservations per queue, as the API counts them.
+    let shown = s
+        .wait_for(
+            "the calibration table",
+            WAIT,
+            r#"return [...document.querySelectorAll('#calibration tbody tr')]
+                 .map(r => [...r.cells].map(c => c.innerText.trim()))"#,
+        )
+        .await;
+    let cal = api(&base, "/v1/calibration").await;
+    let want: Vec<Value> = cal["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            json!([
+                format!(
+                    "{}/{}",
+                    q["site"].as_str().unwrap(),
+                    q["queue"].as_str().unwrap()
+                ),
+                q["finished"].to_string(),
+                format!(
+                    "{:.1} %",
+                    q["mean_predicted_probability"].as_f64().unwrap() * 100.0
+                ),
+                format!("{:.1} %", q["achieved_fraction"].as_f64().unwrap() * 100.0),
+            ])
+        })
+        .collect();
+    assert_eq!(shown, Value::Array(want));
+    assert_eq!(shown, json!([["local/debug", "3", "80.0 %", "66.7 %"]]));
+
+    // The token, given in the header's box, is used at once: the list is empty.
+    s.click("details.token-box summary").await;
+    s.fill("#token", &token).await;
+    s.click("form.token button[type=submit]").await;
+    s.wait_for(
+        "the empty list of the token's reservations",
+        WAIT,
+        r#"return document.getElementById('mine').innerText.includes('None yet')"#,
+    )
+    .await;
+
+    // Plan at local/debug, then make it.
+    s.wait_for(
+        "the local site's queues",
+        WAIT,
+        r#"const s = document.getElementById('site');
+           if (s.value !== 'local') { s.value = 'local'; s.dispatchEvent(new Event('change')); return false; }
+           return document.querySelector('#queue option[value="debug"]')"#,
+    )
+    .await;
+    s.eval(
+        "const q = document.getElementById('queue'); q.value = 'debug'; return q.value",
+        json!([]),
+    )
+    .await;
+    s.fill("#nodes", "1").await;
+    s.fill("#walltime", "00:05:00").await;
+    s.fill("#min_probability", "0.6").await;
+    s.click("#plan-button").await;
+    let planned = s
+        .wait_for(
+            "the plan",
+            WAIT,
+            r#"const a = document.getElementById('plan-answers');
+               const e = document.getElementById('plan-error');
+               if (!e.hidden) return 'refused: ' + e.innerText;
+               return a && !document.getElementById('create-button').disabled && Number(a.dataset.submitAt)"#,
+        )
+        .await;
+    let submit_at = planned
+        .as_i64()
+        .unwrap_or_else(|| panic!("no plan: {planned}"));
+    s.fill("#command", "hostname -s").await;
+    s.click("#create-button").await;
+    let made = s
+        .wait_for(
+            "the new reservation's card",
+            WAIT,
+            r#"const c = document.querySelector('#followed [data-reservation]');
+               const e = document.getElementById('create-error');
+               if (!e.hidden) return 'refused: ' + e.innerText;
+               return c && [c.dataset.reservation, c.querySelector('[data-state]').dataset.state]"#,
+        )
+        .await;
+    let id = made[0]
+        .as_str()
+        .unwrap_or_else(|| panic!("not made: {made}"))
+        .to_string();
+    assert_eq!(made[1], "planned", "{made}");
+    let r = authed(format!("/v1/reservations/{id}")).await;
+    assert_eq!(r["owner"], "alice");
+    assert_eq!(
+        (r["site"].as_str(), r["queue"].as_str()),
+        (Some(SITE), Some("debug"))
+    );
+    assert_eq!(r["command"], "hostname -s");
+    assert_eq!(r["nodes"], 1);
+    assert_eq!(r["walltime_s"], 300);
+    assert_eq!(r["min_probability"], 0.6);
+    assert_eq!(
+        qbets::http::params::timestamp(r["plan"]["submit_at"].as_str().unwrap()).unwrap(),
+        submit_at,
+        "the plan shown is the plan stored: {r}"
+    );
+
+    // The token's list shows it.
+    let listed = s
+        .wait_for(
+            "the reservation in the token's list",
+            WAIT,
+            r#"return [...document.querySelectorAll('#mine a[data-reservation]')].map(a => a.dataset.reservation)"#,
+        )
+        .await;
+    assert_eq!(listed, json!([id]));
+    s.screenshot_page(&shots.join("reservations-made.png"))
+        .await;
+
+    // Cancelled from its card: the card, the list and the API agree.
+    s.click("#followed button.secondary").await;
+    s.wait_for(
+        "the cancelled state on the card",
+        WAIT,
+        r#"const b = document.querySelector('#followed [data-state]');
+           return b && b.dataset.state === 'cancelled'"#,
+    )
+    .await;
+    let r = authed(format!("/v1/reservations/{id}")).await;
+    assert_eq!(r["state"], "cancelled", "{r}");
+    let states: Vec<&str> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["planned", "cancelled"], "{r}");
+    s.wait_for(
+        "the cancelled state in the list",
+        WAIT,
+        r#"return document.querySelector('#mine [data-state="cancelled"]')"#,
+    )
+    .await;
+    s.screenshot_page(&shots.join("reservations-cancelled.png"))
         .await;
     s.quit().await;
 }

@@ -23,7 +23,7 @@ macro_rules! on_store {
     };
 }
 
-mod api;
+pub(crate) mod api;
 mod crash;
 mod executor;
 

@@ -17,7 +17,7 @@ fn unix(v: &Value) -> i64 {
 }
 
 /// A live site `local` with queues `debug` and `long`, each with 300 jobs of history.
-async fn app_with_history() -> (TestApp, String) {
+pub(crate) async fn app_with_history() -> (TestApp, String) {
     let app = TestApp::with_config(|c| c.sites = vec![local_site()]).await;
     let admin = app.token("admin", Scope::Admin).await;
     let r = app
