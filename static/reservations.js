@@ -106,6 +106,13 @@ function drawTrajectory(trajectory, body, chosenAt) {
   chartNode.dataset.points = String(trajectory.length);
 }
 
+/** Node-seconds as node-minutes below a node-hour, else node-hours. */
+function fmtNodeTime(nodeSeconds) {
+  return nodeSeconds < 3600
+    ? `${fmtCount(Math.round(nodeSeconds / 60))} node-min`
+    : `${fmtCount(Math.round(nodeSeconds / 3600))} node-h`;
+}
+
 async function plan(event) {
   event.preventDefault();
   const { errors, body } = request();
@@ -134,8 +141,8 @@ async function plan(event) {
       el("div", { class: "answer" }, el("dt", {}, "Probability of running in time"),
         el("dd", {}, fmtPercent(p.probability, 1), el("span", { class: "sub" }, `asked ≥ ${fmtPercent(body.min_probability)}`))),
       el("div", { class: "answer" }, el("dt", {}, "Over-allocation at worst"),
-        el("dd", {}, `${fmtCount(Math.round(overhead / 3600))} node-h`,
-          el("span", { class: "sub" }, `beside ${fmtCount(Math.round(required / 3600))} node-h of work (${required ? (overhead / required).toFixed(1) : "—"}×)`)))));
+        el("dd", {}, fmtNodeTime(overhead),
+          el("span", { class: "sub" }, `beside ${fmtNodeTime(required)} of work (${required ? (overhead / required).toFixed(1) : "—"}×)`)))));
     drawTrajectory(answer.trajectory || [], body, chosenAt);
     lastRequest = body;
     createButton.disabled = false;
@@ -180,7 +187,7 @@ async function follow(id) {
     el("h3", {}, "Reservation ", el("code", {}, String(id)), " ", stateBadge(r.state),
       r.at_risk ? el("span", { class: "badge warn" }, "at risk") : null),
     el("p", { class: "small" },
-      `${r.nodes} nodes at ${r.site}/${r.queue} running at ${fmtTime(r.start_at)}`,
+      `${r.nodes} node${r.nodes === 1 ? "" : "s"} at ${r.site}/${r.queue} running at ${fmtTime(r.start_at)}`,
       r.plan ? ` · submit at ${fmtTime(r.plan.submit_at)}` : "",
       r.remote_job_id ? ` · job ${r.remote_job_id}` : ""),
     el("ol", { class: "events" }, events.map((e) => el("li", {}, fmtTime(e.at), " ", stateBadge(e.state), " ", e.reason || ""))),
