@@ -254,34 +254,8 @@ async fn the_dashboard_in_headless_chromium() {
 
     s.resize(1280, 1000).await;
     s.goto(&format!("{base}/ui/reservations.html")).await;
-    s.wait_for(
-        "the reservation form's queues",
-        WAIT,
-        "return document.querySelector('#queue option')",
-    )
-    .await;
     // A planned reservation draws its probability trajectory with the chosen point.
-    s.eval(
-        "const q = document.getElementById('queue'); q.value = 'normal'; return q.value",
-        json!([]),
-    )
-    .await;
-    s.fill("#nodes", "1").await;
-    s.fill("#walltime", "00:30:00").await;
-    s.fill("#min_probability", "0.5").await;
-    s.click("#plan-button").await;
-    let drawn = s
-        .wait_for(
-            "the plan and its trajectory",
-            WAIT,
-            r#"const c = document.getElementById('trajectory');
-               const a = document.getElementById('plan-answers');
-               const e = document.getElementById('plan-error');
-               if (!e.hidden) return 'refused: ' + e.innerText;
-               return a && c.querySelector('canvas') && [Number(c.dataset.points), Number(a.dataset.submitAt)]"#,
-        )
-        .await;
-    assert!(drawn.is_array(), "{drawn}");
+    let drawn = plan_in_the_form(&s, "demo", "normal", "00:30:00", "0.5").await;
     assert!(drawn[0].as_i64().unwrap() > 1, "{drawn}");
     assert!(
         drawn[1].as_i64().unwrap() >= TEST_NOW,
@@ -289,6 +263,51 @@ async fn the_dashboard_in_headless_chromium() {
     );
     s.screenshot_page(&shots.join("reservations.png")).await;
     s.quit().await;
+}
+
+/// Plans one node for `walltime` at `site`/`queue` with probability at least `p` in
+/// the reservations page's form; returns the trajectory's point count and the chosen
+/// submission time, once the plan is shown and can be made.
+async fn plan_in_the_form(
+    s: &crate::webdriver::Session<'_>,
+    site: &str,
+    queue: &str,
+    walltime: &str,
+    p: &str,
+) -> Value {
+    s.wait_for(
+        "the site's queues in the form",
+        WAIT,
+        &format!(
+            r#"const s = document.getElementById('site');
+               if (s.value !== '{site}') {{ s.value = '{site}'; s.dispatchEvent(new Event('change')); return false; }}
+               return document.querySelector('#queue option[value="{queue}"]')"#
+        ),
+    )
+    .await;
+    s.eval(
+        "const q = document.getElementById('queue'); q.value = arguments[0]; return q.value",
+        json!([queue]),
+    )
+    .await;
+    s.fill("#nodes", "1").await;
+    s.fill("#walltime", walltime).await;
+    s.fill("#min_probability", p).await;
+    s.click("#plan-button").await;
+    let planned = s
+        .wait_for(
+            "the plan and its trajectory",
+            WAIT,
+            r#"const c = document.getElementById('trajectory');
+               const a = document.getElementById('plan-answers');
+               const e = document.getElementById('plan-error');
+               if (!e.hidden) return 'refused: ' + e.innerText;
+               return a && c.querySelector('canvas') && !document.getElementById('create-button').disabled
+                 && [Number(c.dataset.points), Number(a.dataset.submitAt)]"#,
+        )
+        .await;
+    assert!(planned.is_array(), "{planned}");
+    planned
 }
 
 /// `qbets serve --demo` on its own SQLite file, killed on drop.
@@ -500,36 +519,8 @@ async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
     .await;
 
     // Plan at local/debug, then make it.
-    s.wait_for(
-        "the local site's queues",
-        WAIT,
-        r#"const s = document.getElementById('site');
-           if (s.value !== 'local') { s.value = 'local'; s.dispatchEvent(new Event('change')); return false; }
-           return document.querySelector('#queue option[value="debug"]')"#,
-    )
-    .await;
-    s.eval(
-        "const q = document.getElementById('queue'); q.value = 'debug'; return q.value",
-        json!([]),
-    )
-    .await;
-    s.fill("#nodes", "1").await;
-    s.fill("#walltime", "00:05:00").await;
-    s.fill("#min_probability", "0.6").await;
-    s.click("#plan-button").await;
-    let planned = s
-        .wait_for(
-            "the plan",
-            WAIT,
-            r#"const a = document.getElementById('plan-answers');
-               const e = document.getElementById('plan-error');
-               if (!e.hidden) return 'refused: ' + e.innerText;
-               return a && !document.getElementById('create-button').disabled && Number(a.dataset.submitAt)"#,
-        )
-        .await;
-    let submit_at = planned
-        .as_i64()
-        .unwrap_or_else(|| panic!("no plan: {planned}"));
+    let planned = plan_in_the_form(&s, SITE, "debug", "00:05:00", "0.6").await;
+    let submit_at = planned[1].as_i64().unwrap();
     s.fill("#command", "hostname -s").await;
     s.click("#create-button").await;
     let made = s
