@@ -70,6 +70,10 @@ pub struct Args {
     /// rule; off by default, see EVALUATION.md).
     #[arg(long)]
     pub exclude_down_waits: bool,
+    /// Experimental: also trim at a run of this many waits at or below the lower bound
+    /// on the 0.95 quantile (the upper tail thinning; off by default, see EVALUATION.md).
+    #[arg(long, value_name = "N")]
+    pub tail_run: Option<u32>,
     /// Most clusters per level (engine default 10).
     #[arg(long, hide = true)]
     pub k_max: Option<usize>,
@@ -167,6 +171,7 @@ pub fn run(args: Args) -> Result<()> {
         config.avail_min_gap_s = v;
     }
     config.exclude_down_waits = args.exclude_down_waits;
+    config.tail_run = args.tail_run;
     if let Some(v) = args.k_max {
         config.k_max = v;
     }

@@ -44,8 +44,10 @@ impl Availability {
     /// quantile, calling the queue down by `rule`; the time test ignores gaps up to
     /// `min_gap_s`.
     pub fn new(params: SeriesParams, q: f64, c: f64, rule: AvailRule, min_gap_s: u64) -> Self {
+        // Counts and gaps trim by §2's two tests only.
         let series = SeriesParams {
             trim: true,
+            tail_run: None,
             ..params
         };
         Self {
@@ -158,6 +160,7 @@ mod tests {
             cap: 10_000,
             trim_quantile: 0.95,
             trim_confidence: 0.95,
+            tail_run: None,
         }
     }
 

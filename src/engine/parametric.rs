@@ -41,7 +41,7 @@ pub fn lognormal_upper(n: usize, mean: f64, sd: f64, q: f64, c: f64) -> f64 {
     (mean + tolerance_factor(n, q, c) * sd).exp() - 1.0
 }
 
-/// The mirror: log-normal lower level-`c` bound on the `p` quantile (p < 0.5).
+/// The mirror: log-normal lower level-`c` bound on the `p` quantile.
 pub fn lognormal_lower(n: usize, mean: f64, sd: f64, p: f64, c: f64) -> f64 {
     ((mean - tolerance_factor(n, 1.0 - p, c) * sd).exp() - 1.0).max(0.0)
 }

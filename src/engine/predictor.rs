@@ -225,6 +225,7 @@ impl QueuePredictor {
             },
             trim_quantile: config.trim_quantile,
             trim_confidence: config.trim_confidence,
+            tail_run: config.tail_run,
         };
         let min_cluster = min_history(config.trim_quantile, config.trim_confidence);
         Ok(Self {

@@ -35,6 +35,10 @@ pub struct SeriesParams {
     /// Quantile and confidence of the change-point test's bounds (0.95, 0.95).
     pub trim_quantile: f64,
     pub trim_confidence: f64,
+    /// A third change-point test, ours and off by default (engine `Config::tail_run`):
+    /// this many consecutive observations at or below the lower level-C bound on the
+    /// `trim_quantile` quantile also trim the window.
+    pub tail_run: Option<u32>,
 }
 
 impl SeriesParams {
@@ -59,6 +63,9 @@ pub struct Series {
     removals: usize,
     runs_hi: u32,
     runs_lo: u32,
+    /// Consecutive observations at or below the lower bound on the upper quantile
+    /// (counted only with [`SeriesParams::tail_run`]).
+    runs_under: u32,
     /// Autocorrelation of the window as it stood when the current run began.
     rho_hi: f64,
     rho_lo: f64,
@@ -97,6 +104,7 @@ impl Series {
             removals: 0,
             runs_hi: 0,
             runs_lo: 0,
+            runs_under: 0,
             rho_hi: 0.0,
             rho_lo: 0.0,
             trims: 0,
@@ -168,10 +176,17 @@ impl Series {
                     } else {
                         self.runs_lo = 0;
                     }
+                    if self.params.tail_run.is_some() {
+                        match self.lower(q, c) {
+                            Some(under) if xf <= under => self.runs_under += 1,
+                            _ => self.runs_under = 0,
+                        }
+                    }
                 }
                 _ => {
                     self.runs_hi = 0;
                     self.runs_lo = 0;
+                    self.runs_under = 0;
                 }
             }
         }
@@ -187,7 +202,11 @@ impl Series {
     fn change_point(&mut self) -> bool {
         let hit_hi = self.runs_hi > 0 && self.runs_hi >= run_length(self.rho_hi);
         let hit_lo = self.runs_lo > 0 && self.runs_lo >= run_length(self.rho_lo);
-        if !(hit_hi || hit_lo) {
+        let hit_under = self
+            .params
+            .tail_run
+            .is_some_and(|r| self.runs_under >= r);
+        if !(hit_hi || hit_lo || hit_under) {
             return false;
         }
         let keep = self.params.keep_after_trim();
@@ -196,6 +215,7 @@ impl Series {
         }
         self.runs_hi = 0;
         self.runs_lo = 0;
+        self.runs_under = 0;
         self.trims += 1;
         self.recompute_sums();
         true
@@ -229,6 +249,7 @@ impl Series {
         }
         self.runs_hi += 1;
         self.runs_lo = 0;
+        self.runs_under = 0;
         self.change_point()
     }
 
@@ -406,7 +427,7 @@ impl Series {
         a.max(c).unwrap_or(0)
     }
 
-    /// The method's lower level-`c` bound on the `p` quantile (p < 0.5), in seconds.
+    /// The method's lower level-`c` bound on the `p` quantile, in seconds.
     pub fn lower(&self, p: f64, c: f64) -> Option<f64> {
         let j = lower_rank(self.window.len(), p, c)?;
         self.quantile_bound(j, p, c, false)
@@ -486,6 +507,44 @@ mod tests {
             cap: 10_000,
             trim_quantile: 0.95,
             trim_confidence: 0.95,
+            tail_run: None,
+        }
+    }
+
+    /// The upper tail thins while the bulk stays put (every tenth wait long, then
+    /// none): §2's two tests see nothing and the bound stays at the old tail; the tail
+    /// test trims after `tail_run` waits in a row at or below the lower bound.
+    #[test]
+    fn a_thinning_tail_trims_only_with_the_tail_test() {
+        let feed: Vec<u64> = (0..1000u64)
+            .map(|i| if i % 10 == 9 { 10_000 + i } else { 1 })
+            .chain(std::iter::repeat_n(2, 200))
+            .collect();
+        for tail_run in [None, Some(176)] {
+            let mut s = Series::new(
+                Method::Binomial,
+                SeriesParams {
+                    tail_run,
+                    ..params(true)
+                },
+            );
+            let trims: Vec<usize> = feed
+                .iter()
+                .enumerate()
+                .filter_map(|(i, &x)| s.observe(x).then_some(i))
+                .collect();
+            let bound = s.upper(0.95, 0.95).unwrap();
+            match tail_run {
+                None => {
+                    assert!(trims.is_empty(), "{trims:?}");
+                    assert!(bound >= 10_000.0, "{bound}");
+                }
+                Some(r) => {
+                    assert_eq!(trims, [1000 + r as usize - 1]);
+                    assert_eq!(bound, 2.0);
+                    assert_eq!(s.len(), 59 + 200 - r as usize);
+                }
+            }
         }
     }
 
