@@ -202,10 +202,7 @@ impl Series {
     fn change_point(&mut self) -> bool {
         let hit_hi = self.runs_hi > 0 && self.runs_hi >= run_length(self.rho_hi);
         let hit_lo = self.runs_lo > 0 && self.runs_lo >= run_length(self.rho_lo);
-        let hit_under = self
-            .params
-            .tail_run
-            .is_some_and(|r| self.runs_under >= r);
+        let hit_under = self.params.tail_run.is_some_and(|r| self.runs_under >= r);
         if !(hit_hi || hit_lo || hit_under) {
             return false;
         }

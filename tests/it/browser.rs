@@ -452,20 +452,6 @@ async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
     let shots = screenshot_dir();
     let driver = Driver::start().await;
     let s = driver.session(1280, 1100).await;
-    let authed = |path: String| {
-        let (base, token) = (base.clone(), token.clone());
-        async move {
-            let res = http_client()
-                .get(format!("{base}{path}"))
-                .bearer_auth(token)
-                .send()
-                .await
-                .unwrap();
-            assert!(res.status().is_success(), "{path}: {}", res.status());
-            res.json::<Value>().await.unwrap()
-        }
-    };
-
     s.goto(&format!("{base}/ui/reservations.html")).await;
     s.wait_for(
         "the invitation to set a token",
@@ -538,7 +524,10 @@ async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
         .unwrap_or_else(|| panic!("not made: {made}"))
         .to_string();
     assert_eq!(made[1], "planned", "{made}");
-    let r = authed(format!("/v1/reservations/{id}")).await;
+    let reservation = format!("/v1/reservations/{id}");
+    let res = app.get(&reservation, Some(&token)).await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    let r = res.json();
     assert_eq!(r["owner"], "alice");
     assert_eq!(
         (r["site"].as_str(), r["queue"].as_str()),
@@ -575,7 +564,9 @@ async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
            return b && b.dataset.state === 'cancelled'"#,
     )
     .await;
-    let r = authed(format!("/v1/reservations/{id}")).await;
+    let res = app.get(&reservation, Some(&token)).await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    let r = res.json();
     assert_eq!(r["state"], "cancelled", "{r}");
     let states: Vec<&str> = r["events"]
         .as_array()
