@@ -38,7 +38,7 @@
 //!
 //! Engine configuration: the replay's default (`--features all`, binomial method).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -114,8 +114,9 @@ struct Live {
     /// the same whatever id the store gives): their submit time and shape as the
     /// predictor was told (a start or departure must name the same).
     pending: HashMap<String, (i64, JobShape)>,
-    /// Job ids of recent live arrivals (see [`RECENT_CAP`]).
-    recent: HashSet<Arc<str>>,
+    /// Job ids of recent live arrivals (see [`RECENT_CAP`]), with the submit time the
+    /// predictor was told (a job submitted anew under its id is another arrival).
+    recent: HashMap<Arc<str>, i64>,
     recent_order: VecDeque<Arc<str>>,
     jobs_seen: u64,
     last_event: Option<i64>,
@@ -127,7 +128,7 @@ impl Live {
             predictor: QueuePredictor::new(config.clone())
                 .expect("the default engine configuration is valid"),
             pending: HashMap::new(),
-            recent: HashSet::new(),
+            recent: HashMap::new(),
             recent_order: VecDeque::new(),
             jobs_seen: 0,
             last_event: None,
@@ -143,10 +144,12 @@ impl Live {
         self.last_event = Some(self.last_event.map_or(event, |e| e.max(event)));
     }
 
-    fn remember(&mut self, job_id: &str) {
-        if !self.recent.contains(job_id) {
+    fn remember(&mut self, job_id: &str, submit: i64) {
+        if let Some(s) = self.recent.get_mut(job_id) {
+            *s = submit;
+        } else {
             let id: Arc<str> = Arc::from(job_id);
-            self.recent.insert(id.clone());
+            self.recent.insert(id.clone(), submit);
             self.recent_order.push_back(id);
             if self.recent_order.len() > RECENT_CAP
                 && let Some(old) = self.recent_order.pop_front()
@@ -554,9 +557,13 @@ impl Predictors {
             live.saw(job);
             entry.saw(job);
             if let Some(&(submit, shape)) = live.pending.get(&job.job_id) {
-                // Heard of as pending: now a start, a departure, or nothing new.
-                let start = job.start_time.filter(|&s| s >= submit);
-                if start.is_some() || !waiting(job) {
+                // Heard of as pending: now a start, a departure, or nothing new. Or
+                // submitted anew under its id (a requeue between two polls): the
+                // earlier submission left the queue (a start, if it had one, was
+                // missed) and the new one arrives below.
+                let resubmitted = submit != job.submit_time;
+                let start = job.start_time.filter(|&s| s >= submit && !resubmitted);
+                if resubmitted || start.is_some() || !waiting(job) {
                     live.pending.remove(&job.job_id);
                     let i = records.len();
                     records.push(JobRecord {
@@ -567,13 +574,18 @@ impl Predictors {
                     ids.push(job.id);
                     arrived.push(true);
                     record.push(false);
-                    if start.is_none() {
+                    if resubmitted {
+                        departs.push((i, job.submit_time));
+                    } else if start.is_none() {
                         departs.push((i, departure_time(job, submit)));
                     }
                 }
-                continue;
+                if !resubmitted {
+                    continue;
+                }
             }
-            let known = job.bound_status.is_some() || live.recent.contains(job.job_id.as_str());
+            let known = job.bound_status.is_some()
+                || live.recent.get(job.job_id.as_str()) == Some(&job.submit_time);
             if known {
                 // Heard of before and no longer pending: a started job's later change.
                 continue;
@@ -584,7 +596,7 @@ impl Predictors {
                 } else if r.start.is_none() {
                     live.pending.insert(job.job_id.clone(), (r.submit, r.shape));
                 }
-                live.remember(&job.job_id);
+                live.remember(&job.job_id, r.submit);
                 records.push(r);
                 ids.push(job.id);
                 arrived.push(false);

@@ -586,7 +586,10 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn insert_jobs(&self, jobs: &[NewJob]) -> impl Future<Output = StoreResult<u64>> + Send;
 
     /// Inserts jobs or updates the stored ones of the same (site, job id) — a pending
-    /// job that starts, a running job that ends. The predicted bound is kept. Returns
+    /// job that starts, a running job that ends. The predicted bound is kept, and so is
+    /// a start or end once seen, unless the record has another submit time: a job
+    /// submitted anew under its id (Slurm gives a requeued job a new submit time) starts
+    /// over, without the earlier submission's start, end and bound. Returns
     /// the stored jobs that were inserted or changed (a record identical to the stored
     /// one is not returned): the ones to hand to the predictors.
     fn upsert_jobs(&self, jobs: &[NewJob]) -> impl Future<Output = StoreResult<Vec<Job>>> + Send;
@@ -597,8 +600,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// In one transaction, which holds off other `ingest_jobs` of the same sites: what
     /// is stored of each record's job is read, the changes worked out as `upsert_jobs`
     /// would make them (the last record of a job wins; a start or end once seen is
-    /// kept; a record identical to the stored job changes nothing), the new jobs given
-    /// their store ids (in batch order, after every stored job), and the changed jobs,
+    /// kept for the same submit time; a record identical to the stored job changes
+    /// nothing), the new jobs given their store ids (in batch order, after every
+    /// stored job), and the changed jobs,
     /// sorted by id, handed to `predict`. The bounds it returns (by [`JobBound::id`],
     /// for any of those jobs) are written with the changes. Returns the changed jobs as
     /// stored, sorted by id — what `upsert_jobs` returns for the same records.

@@ -229,15 +229,20 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let c: JobColumns = last_per_job(jobs).into_iter().collect();
-        // A start or end once seen is never lost to a later record without one.
+        // A start or end once seen is never lost to a later record without one of the same
+        // submission; a new submit time (a requeue) starts the job over (see `JobChanges::of`).
         let rows = bind_columns!(
             sqlx::query_as::<_, JobRow>(concat!(
             "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) ",
             unnest_jobs!(),
             " ON CONFLICT (site_id, job_id) DO UPDATE SET \
                 queue_id = EXCLUDED.queue_id, submit_time = EXCLUDED.submit_time, \
-                start_time = COALESCE(EXCLUDED.start_time, jobs.start_time), \
-                end_time = COALESCE(EXCLUDED.end_time, jobs.end_time), \
+                start_time = CASE WHEN jobs.submit_time = EXCLUDED.submit_time \
+                  THEN COALESCE(EXCLUDED.start_time, jobs.start_time) ELSE EXCLUDED.start_time END, \
+                end_time = CASE WHEN jobs.submit_time = EXCLUDED.submit_time \
+                  THEN COALESCE(EXCLUDED.end_time, jobs.end_time) ELSE EXCLUDED.end_time END, \
+                bound_s = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_s END, \
+                bound_status = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_status END, \
                 nodes = EXCLUDED.nodes, walltime_s = EXCLUDED.walltime_s, state = EXCLUDED.state \
               WHERE (jobs.queue_id, jobs.submit_time, jobs.start_time, jobs.end_time, jobs.nodes, jobs.walltime_s, jobs.state) \
                 IS DISTINCT FROM (EXCLUDED.queue_id, EXCLUDED.submit_time, COALESCE(EXCLUDED.start_time, jobs.start_time), \

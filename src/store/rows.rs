@@ -233,7 +233,9 @@ impl JobChanges {
     /// Compares each job's last record with `stored` (the stored jobs among the
     /// records', in any order) as `upsert_jobs`' SQL does: a start or end once seen is
     /// kept, the bound is kept, and a record that leaves the job as it is changes
-    /// nothing.
+    /// nothing — unless the record's submit time differs from the stored one: then the
+    /// job was submitted anew under the same id (Slurm requeues a job with a new
+    /// submit time), and the earlier submission's start, end and bound go with it.
     pub(super) fn of(jobs: &[super::NewJob], stored: &[super::Job]) -> Self {
         let by_key: std::collections::HashMap<(i64, &str), &super::Job> = stored
             .iter()
@@ -242,39 +244,38 @@ impl JobChanges {
         let mut changed = Vec::new();
         let mut new = Vec::new();
         for r in last_per_job(jobs) {
-            let job = |old: Option<&super::Job>| super::Job {
-                id: old.map_or(0, |o| o.id),
+            let stored = by_key.get(&(r.site_id, r.job_id.as_str())).copied();
+            // What carries over from the stored job: nothing from another submission.
+            let same = stored.filter(|o| o.submit_time == r.submit_time);
+            let merged = super::Job {
+                id: stored.map_or(0, |o| o.id),
                 site_id: r.site_id,
                 queue_id: r.queue_id,
                 job_id: r.job_id.clone(),
                 submit_time: r.submit_time,
-                start_time: r.start_time.or(old.and_then(|o| o.start_time)),
-                end_time: r.end_time.or(old.and_then(|o| o.end_time)),
+                start_time: r.start_time.or(same.and_then(|o| o.start_time)),
+                end_time: r.end_time.or(same.and_then(|o| o.end_time)),
                 nodes: r.nodes,
                 walltime_s: r.walltime_s,
                 state: r.state,
-                bound_s: old.and_then(|o| o.bound_s),
-                bound_status: old.and_then(|o| o.bound_status.clone()),
+                bound_s: same.and_then(|o| o.bound_s),
+                bound_status: same.and_then(|o| o.bound_status.clone()),
             };
-            match by_key.get(&(r.site_id, r.job_id.as_str())) {
-                None => new.push(job(None)),
-                Some(old) => {
-                    let merged = job(Some(old));
-                    let fields = |j: &super::Job| {
-                        (
-                            j.queue_id,
-                            j.submit_time,
-                            j.start_time,
-                            j.end_time,
-                            j.nodes,
-                            j.walltime_s,
-                            j.state,
-                        )
-                    };
-                    if fields(&merged) != fields(old) {
-                        changed.push(merged);
-                    }
-                }
+            let fields = |j: &super::Job| {
+                (
+                    j.queue_id,
+                    j.submit_time,
+                    j.start_time,
+                    j.end_time,
+                    j.nodes,
+                    j.walltime_s,
+                    j.state,
+                )
+            };
+            match stored {
+                None => new.push(merged),
+                Some(old) if fields(&merged) != fields(old) => changed.push(merged),
+                Some(_) => {}
             }
         }
         changed.sort_by_key(|j| j.id);

@@ -153,15 +153,20 @@ impl Store for SqliteStore {
         let mut tx = conn.begin().await.map_err(db_error)?;
         let mut changed = Vec::new();
         for j in last_per_job(jobs) {
-            // A start or end once seen is never lost to a later record without one.
+            // A start or end once seen is never lost to a later record without one of the same
+            // submission; a new submit time (a requeue) starts the job over (see `JobChanges::of`).
             let row = bind_job!(
                 sqlx::query_as::<_, JobRow>(concat!(
                 "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) \
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (site_id, job_id) DO UPDATE SET \
                    queue_id = excluded.queue_id, submit_time = excluded.submit_time, \
-                   start_time = COALESCE(excluded.start_time, jobs.start_time), \
-                   end_time = COALESCE(excluded.end_time, jobs.end_time), \
+                   start_time = CASE WHEN jobs.submit_time = excluded.submit_time \
+                     THEN COALESCE(excluded.start_time, jobs.start_time) ELSE excluded.start_time END, \
+                   end_time = CASE WHEN jobs.submit_time = excluded.submit_time \
+                     THEN COALESCE(excluded.end_time, jobs.end_time) ELSE excluded.end_time END, \
+                   bound_s = CASE WHEN jobs.submit_time = excluded.submit_time THEN jobs.bound_s END, \
+                   bound_status = CASE WHEN jobs.submit_time = excluded.submit_time THEN jobs.bound_status END, \
                    nodes = excluded.nodes, walltime_s = excluded.walltime_s, state = excluded.state \
                  WHERE jobs.queue_id IS NOT excluded.queue_id OR jobs.submit_time IS NOT excluded.submit_time \
                     OR jobs.start_time IS NOT COALESCE(excluded.start_time, jobs.start_time) \

@@ -364,3 +364,111 @@ async fn live_ingest_matches_a_rebuild_from_the_same_jobs() {
     let db = TestDb::fresh().await;
     with_store(db.url(), LiveFeed).await.unwrap();
 }
+
+/// A job Slurm requeues comes back with a new submit time under the same id: the
+/// ingest path takes it as a new arrival (its bound recorded at the new submission)
+/// whose later start is a new wait — whether the sensor saw its first run or the
+/// requeue happened between two polls — never as a late change of the first run.
+struct Requeue;
+
+impl StoreTask for Requeue {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        let site = store
+            .upsert_site(&NewSite {
+                name: "requeue".into(),
+                kind: SiteKind::Live,
+                description: String::new(),
+                time_zone: None,
+            })
+            .await
+            .unwrap();
+        let queue = store
+            .upsert_queue(
+                site.id,
+                &NewQueue {
+                    name: "batch".into(),
+                    max_walltime_s: None,
+                    max_nodes: None,
+                },
+            )
+            .await
+            .unwrap();
+        let t0 = 1_700_000_000;
+        let clock = FixedClock::at(t0);
+        let live = Predictors::new().with_clock(Arc::new(clock.clone()));
+        let job = |id: &str, submit: i64, start: Option<i64>| NewJob {
+            site_id: site.id,
+            queue_id: queue.id,
+            job_id: id.into(),
+            submit_time: t0 + submit,
+            start_time: start.map(|s| t0 + s),
+            end_time: None,
+            nodes: Some(1),
+            walltime_s: Some(600),
+            state: if start.is_some() {
+                JobState::Running
+            } else {
+                JobState::Pending
+            },
+        };
+        let poll = |at: i64, batch: Vec<NewJob>| {
+            clock.set(t0 + at);
+            let (live, store, site, queue) = (&live, &store, &site, &queue);
+            async move {
+                live.ingest(store, site, std::slice::from_ref(queue), &batch)
+                    .await
+                    .unwrap();
+                let (state, _) = live.state("requeue", "batch").unwrap();
+                (state.pending, state.observed)
+            }
+        };
+        let stored = |id: &'static str| {
+            let store = &store;
+            async move {
+                let jobs: Vec<Job> = stream_jobs(store, queue.id, 100)
+                    .try_collect()
+                    .await
+                    .unwrap();
+                let j = jobs.into_iter().find(|j| j.job_id == id).unwrap();
+                (
+                    j.submit_time - t0,
+                    j.start_time.map(|s| s - t0),
+                    j.bound_status.is_some(),
+                )
+            }
+        };
+
+        // a: seen pending, running, requeued (pending again), running again.
+        // b: seen pending; its run and requeue fall between two polls.
+        assert_eq!(
+            poll(0, vec![job("a", 0, None), job("b", 5, None)]).await,
+            (2, 0)
+        );
+        assert_eq!(poll(10, vec![job("a", 0, Some(10))]).await, (1, 1));
+        assert_eq!(
+            poll(100, vec![job("a", 100, None), job("b", 90, None)]).await,
+            (2, 1),
+            "both are pending again, as new submissions"
+        );
+        assert_eq!(stored("a").await, (100, None, true));
+        assert_eq!(stored("b").await, (90, None, true));
+        assert_eq!(
+            poll(130, vec![job("a", 100, Some(130)), job("b", 90, Some(120))]).await,
+            (0, 3),
+            "a's two waits and b's second (its first run was never seen)"
+        );
+        assert_eq!(stored("a").await, (100, Some(130), true));
+        // The same news again changes nothing.
+        assert_eq!(
+            poll(140, vec![job("a", 100, Some(130)), job("b", 90, Some(120))]).await,
+            (0, 3)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_requeued_job_is_a_new_arrival() {
+    let db = TestDb::fresh().await;
+    with_store(db.url(), Requeue).await.unwrap();
+}

@@ -5,6 +5,7 @@
 //!   reports; slurmrestd stopped mid-run (a private one on its own port, so the shared
 //!   one is not disturbed) and restarted, then a private PostgreSQL restarted under the
 //!   running ingest: nothing lost, nothing doubled.
+//! - a running job requeued with `scontrol requeue`: stored as a new submission.
 //! - PBS and SGE accounting files followed across a restart of the poller.
 //!
 //! Waits are polls with deadlines.
@@ -664,6 +665,98 @@ impl HealthApp {
 async fn slurm_rest_records_every_job_and_catches_up_after_slurmrestd_stops() {
     let db = TestDb::fresh().await;
     with_store(db.url(), SlurmOutage).await.unwrap();
+}
+
+// --- a requeued job ------------------------------------------------------------------
+
+struct Requeued;
+
+impl StoreTask for Requeued {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        requeue_story(&store).await;
+    }
+}
+
+/// `scontrol requeue` of a running job: Slurm puts it back in the queue with a new
+/// submit time (held until its begin time, two minutes on), and the store follows —
+/// the job pending again as a new submission, its first run's start gone, never a
+/// start before its submission.
+async fn requeue_story<S: Store>(store: &S) {
+    let shared = SlurmRestClient::new(&client_config(&required("SLURMRESTD_URL"))).unwrap();
+    let site = live_site(store, "slurm-requeue").await;
+    let poller = SlurmRestPoller::new(
+        &client_config(&required("SLURMRESTD_URL")),
+        Duration::from_millis(500),
+    )
+    .unwrap();
+    let run = Running::start(store, &site, poller);
+    let ids = submit_jobs(&shared, &run_tag(), 1, 600).await;
+    let id = *ids.first().unwrap();
+    let key = id.to_string();
+    let stored = |want: &'static str, check: fn(&Job) -> bool| {
+        let key = key.clone();
+        let site = site.clone();
+        async move {
+            eventually(want, || async {
+                match stored_jobs(store, &site).await.remove(&key) {
+                    Some((_, j)) if check(&j) => Ok(j),
+                    other => Err(format!("{other:?}")),
+                }
+            })
+            .await
+        }
+    };
+    let first = stored("the job is stored running", |j| j.start_time.is_some()).await;
+
+    required("SLURM_CONF");
+    let out = tokio::process::Command::new("scontrol")
+        .args(["requeue", &key])
+        .env_remove("SLURM_JWT")
+        .output()
+        .await
+        .expect("scontrol runs");
+    assert!(
+        out.status.success(),
+        "scontrol requeue: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = eventually("Slurm lists the job pending, submitted anew", || async {
+        match shared.job(id).await {
+            Ok(Some(j)) if j.state.is_pending() && j.submit_time > Some(first.submit_time) => Ok(j),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let requeued = stored("the store has the new submission", |j| {
+        j.state == JobState::Pending && j.start_time.is_none()
+    })
+    .await;
+    assert_eq!(Some(requeued.submit_time), again.submit_time);
+    assert_eq!((requeued.end_time, requeued.wait_s()), (None, None));
+    assert_eq!(requeued.id, first.id, "the same job, not a second one");
+    assert!(
+        requeued.bound_status.is_some(),
+        "a bound for the new submission: {requeued:?}"
+    );
+
+    shared.cancel(id).await.unwrap();
+    let cancelled = stored("the store sees it cancelled", |j| {
+        j.state == JobState::Cancelled
+    })
+    .await;
+    assert_eq!(
+        (cancelled.submit_time, cancelled.start_time),
+        (requeued.submit_time, None)
+    );
+    run.stop().await;
+    assert!(store.rejects(site.id, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_slurm_requeues_starts_over_in_the_store() {
+    let db = TestDb::fresh().await;
+    with_store(db.url(), Requeued).await.unwrap();
 }
 
 // --- a PostgreSQL restart under a running ingest ---------------------------------------

@@ -1,10 +1,10 @@
 //! One story over the storage interface, run unchanged on SQLite and on PostgreSQL:
 //! sites, queues with limits, idempotent job import, keyset paging in rebuild order,
-//! start windows, live upserts, predicted bounds, tokens and rejects.
+//! start windows, live upserts (a requeued job starts over), predicted bounds, tokens and rejects.
 
 use futures_util::TryStreamExt;
 use qbets::store::{
-    JobBound, JobState, NewApiToken, NewJob, NewQueue, NewReject, NewSite, PgStore, Scope,
+    Job, JobBound, JobState, NewApiToken, NewJob, NewQueue, NewReject, NewSite, PgStore, Scope,
     SiteKind, SqliteStore, StartWindow, Store, StoreError, stream_jobs,
 };
 
@@ -407,6 +407,83 @@ async fn story<S: Store>(store: S) {
         .collect();
     assert_eq!(back, want, "in submit order, which is batch order here");
     assert!(stored_big.windows(2).all(|w| w[0].id < w[1].id));
+
+    // A job submitted anew under its id (Slurm gives a requeued job a new submit
+    // time): the earlier run's start, end and bound are not the new submission's —
+    // kept, they would make a start before the submission, a negative wait.
+    let requeued = |id: &str| {
+        let mut r = job(site.id, normal.id, id, 2_500, None);
+        r.state = JobState::Pending;
+        r
+    };
+    let mut r1_ran = job(site.id, normal.id, "r1", 2_400, Some(10));
+    r1_ran.state = JobState::Running;
+    r1_ran.end_time = None;
+    let r1 = store.upsert_jobs(&[r1_ran]).await.unwrap();
+    store
+        .set_bounds(&[JobBound {
+            id: r1[0].id,
+            bound_s: Some(60),
+            status: "ok".into(),
+        }])
+        .await
+        .unwrap();
+    let changed = store.upsert_jobs(&[requeued("r1")]).await.unwrap();
+    let starts = |j: &Job| (j.id, j.submit_time, j.start_time, j.end_time, j.wait_s());
+    assert_eq!(
+        changed.iter().map(starts).collect::<Vec<_>>(),
+        [(r1[0].id, 2_500, None, None, None)]
+    );
+    assert_eq!(
+        (changed[0].bound_s, changed[0].bound_status.as_deref()),
+        (None, None)
+    );
+    let r2 = store
+        .ingest_jobs(&[job(site.id, normal.id, "r2", 2_400, Some(10))], |jobs| {
+            vec![JobBound {
+                id: jobs[0].id,
+                bound_s: Some(60),
+                status: "ok".into(),
+            }]
+        })
+        .await
+        .unwrap();
+    let mut handed = Vec::new();
+    let changed = store
+        .ingest_jobs(&[requeued("r2")], |jobs| {
+            handed = jobs.to_vec();
+            vec![JobBound {
+                id: jobs[0].id,
+                bound_s: Some(90),
+                status: "ok".into(),
+            }]
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        handed.iter().map(starts).collect::<Vec<_>>(),
+        [(r2[0].id, 2_500, None, None, None)]
+    );
+    assert_eq!(
+        handed[0].bound_status, None,
+        "the bound was the earlier submission's"
+    );
+    let stored = store.jobs_page(normal.id, None, 1_000).await.unwrap();
+    let r2_back = stored.iter().find(|j| j.job_id == "r2").unwrap();
+    assert_eq!(r2_back, &changed[0]);
+    assert_eq!(
+        (starts(r2_back), r2_back.bound_s),
+        ((r2[0].id, 2_500, None, None, None), Some(90))
+    );
+    // Its new run starts: a start of the new submission.
+    let mut r2_again = job(site.id, normal.id, "r2", 2_500, Some(30));
+    r2_again.state = JobState::Running;
+    r2_again.end_time = None;
+    let changed = store.upsert_jobs(&[r2_again]).await.unwrap();
+    assert_eq!(
+        (starts(&changed[0]), changed[0].bound_s),
+        ((r2[0].id, 2_500, Some(2_530), None, Some(30)), Some(90))
+    );
 
     // Tokens: stored by hash; names are unique; found by prefix; deleted by name.
     let token = NewApiToken {
