@@ -575,7 +575,7 @@ impl Predictors {
                     arrived.push(true);
                     record.push(false);
                     if resubmitted {
-                        departs.push((i, job.submit_time));
+                        departs.push((i, job.submit_time.max(submit)));
                     } else if start.is_none() {
                         departs.push((i, departure_time(job, submit)));
                     }
