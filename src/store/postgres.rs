@@ -15,8 +15,8 @@ use super::reservations::{
 };
 use super::rows::{
     JobChanges, JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow,
-    apply_bounds, convert, job_columns, last_per_job, now_unix, queue_columns, reject_columns,
-    site_columns, token_columns,
+    apply_bounds, convert, job_columns, job_upsert_set, last_per_job, now_unix, queue_columns,
+    reject_columns, site_columns, token_columns,
 };
 use super::sources::{source_columns, source_store_methods};
 use super::{
@@ -235,16 +235,9 @@ impl Store for PgStore {
             sqlx::query_as::<_, JobRow>(concat!(
             "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) ",
             unnest_jobs!(),
-            " ON CONFLICT (site_id, job_id) DO UPDATE SET \
-                queue_id = EXCLUDED.queue_id, submit_time = EXCLUDED.submit_time, \
-                start_time = CASE WHEN jobs.submit_time = EXCLUDED.submit_time \
-                  THEN COALESCE(EXCLUDED.start_time, jobs.start_time) ELSE EXCLUDED.start_time END, \
-                end_time = CASE WHEN jobs.submit_time = EXCLUDED.submit_time \
-                  THEN COALESCE(EXCLUDED.end_time, jobs.end_time) ELSE EXCLUDED.end_time END, \
-                bound_s = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_s END, \
-                bound_status = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_status END, \
-                nodes = EXCLUDED.nodes, walltime_s = EXCLUDED.walltime_s, state = EXCLUDED.state \
-              WHERE (jobs.queue_id, jobs.submit_time, jobs.start_time, jobs.end_time, jobs.nodes, jobs.walltime_s, jobs.state) \
+            " ON CONFLICT (site_id, job_id) DO UPDATE SET ",
+            job_upsert_set!(),
+            "WHERE (jobs.queue_id, jobs.submit_time, jobs.start_time, jobs.end_time, jobs.nodes, jobs.walltime_s, jobs.state) \
                 IS DISTINCT FROM (EXCLUDED.queue_id, EXCLUDED.submit_time, COALESCE(EXCLUDED.start_time, jobs.start_time), \
                   COALESCE(EXCLUDED.end_time, jobs.end_time), EXCLUDED.nodes, EXCLUDED.walltime_s, EXCLUDED.state) \
               RETURNING ",

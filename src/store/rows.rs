@@ -24,6 +24,23 @@ macro_rules! job_columns {
         "id, site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, bound_s, bound_status"
     };
 }
+/// The `SET` list of the jobs upsert (`ON CONFLICT (site_id, job_id) DO UPDATE SET`),
+/// the same SQL on both backends: the record's fields win, a start or end once seen is
+/// kept for the same submit time, and the bound is kept — unless the submit time
+/// changed (a job submitted anew under its id): then nothing of the earlier
+/// submission stays. [`JobChanges::of`] works out the same in Rust.
+macro_rules! job_upsert_set {
+    () => {
+        "queue_id = EXCLUDED.queue_id, submit_time = EXCLUDED.submit_time, \
+         start_time = CASE WHEN jobs.submit_time = EXCLUDED.submit_time \
+           THEN COALESCE(EXCLUDED.start_time, jobs.start_time) ELSE EXCLUDED.start_time END, \
+         end_time = CASE WHEN jobs.submit_time = EXCLUDED.submit_time \
+           THEN COALESCE(EXCLUDED.end_time, jobs.end_time) ELSE EXCLUDED.end_time END, \
+         bound_s = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_s END, \
+         bound_status = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_status END, \
+         nodes = EXCLUDED.nodes, walltime_s = EXCLUDED.walltime_s, state = EXCLUDED.state "
+    };
+}
 /// Columns of `api_tokens`.
 macro_rules! token_columns {
     () => {
@@ -36,7 +53,9 @@ macro_rules! reject_columns {
         "id, site_id, source, line, raw, reason, received_at"
     };
 }
-pub(super) use {job_columns, queue_columns, reject_columns, site_columns, token_columns};
+pub(super) use {
+    job_columns, job_upsert_set, queue_columns, reject_columns, site_columns, token_columns,
+};
 
 #[derive(sqlx::FromRow)]
 pub(super) struct SiteRow {

@@ -16,8 +16,8 @@ use super::reservations::{
 };
 use super::rows::{
     JobChanges, JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow,
-    apply_bounds, convert, job_columns, last_per_job, now_unix, queue_columns, reject_columns,
-    site_columns, token_columns,
+    apply_bounds, convert, job_columns, job_upsert_set, last_per_job, now_unix, queue_columns,
+    reject_columns, site_columns, token_columns,
 };
 use super::sources::{source_columns, source_store_methods};
 use super::{
@@ -159,16 +159,9 @@ impl Store for SqliteStore {
                 sqlx::query_as::<_, JobRow>(concat!(
                 "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) \
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
-                 ON CONFLICT (site_id, job_id) DO UPDATE SET \
-                   queue_id = excluded.queue_id, submit_time = excluded.submit_time, \
-                   start_time = CASE WHEN jobs.submit_time = excluded.submit_time \
-                     THEN COALESCE(excluded.start_time, jobs.start_time) ELSE excluded.start_time END, \
-                   end_time = CASE WHEN jobs.submit_time = excluded.submit_time \
-                     THEN COALESCE(excluded.end_time, jobs.end_time) ELSE excluded.end_time END, \
-                   bound_s = CASE WHEN jobs.submit_time = excluded.submit_time THEN jobs.bound_s END, \
-                   bound_status = CASE WHEN jobs.submit_time = excluded.submit_time THEN jobs.bound_status END, \
-                   nodes = excluded.nodes, walltime_s = excluded.walltime_s, state = excluded.state \
-                 WHERE jobs.queue_id IS NOT excluded.queue_id OR jobs.submit_time IS NOT excluded.submit_time \
+                 ON CONFLICT (site_id, job_id) DO UPDATE SET ",
+                job_upsert_set!(),
+                "WHERE jobs.queue_id IS NOT excluded.queue_id OR jobs.submit_time IS NOT excluded.submit_time \
                     OR jobs.start_time IS NOT COALESCE(excluded.start_time, jobs.start_time) \
                     OR jobs.end_time IS NOT COALESCE(excluded.end_time, jobs.end_time) \
                     OR jobs.nodes IS NOT excluded.nodes OR jobs.walltime_s IS NOT excluded.walltime_s \

@@ -14,8 +14,8 @@ use qbets::engine::{JobRecord, JobShape, Status};
 use qbets::service::import::to_job;
 use qbets::service::{FixedClock, Predictors};
 use qbets::store::{
-    Job, JobState, NewJob, NewQueue, NewSite, REBUILD_PAGE, SiteKind, Store, StoreTask,
-    stream_jobs, with_store,
+    Job, JobState, NewJob, NewQueue, Queue, REBUILD_PAGE, Site, Store, StoreTask, stream_jobs,
+    with_store,
 };
 
 use crate::support::TestDb;
@@ -230,6 +230,23 @@ async fn an_imported_trace_answers_as_the_replay_does() {
     }
 }
 
+/// A live site of this name with one queue, `batch`, without limits.
+async fn live_batch_queue<S: Store>(store: &S, name: &str) -> (Site, Queue) {
+    let site = crate::sensors::live_site(store, name).await;
+    let queue = store
+        .upsert_queue(
+            site.id,
+            &NewQueue {
+                name: "batch".into(),
+                max_walltime_s: None,
+                max_nodes: None,
+            },
+        )
+        .await
+        .unwrap();
+    (site, queue)
+}
+
 /// A live queue fed through the ingest path — each job first seen pending, its start
 /// reported later, some reported twice, one cancelled while pending — ends in the
 /// state a rebuild from the same stored jobs reaches, and every job has its bound at
@@ -239,26 +256,7 @@ struct LiveFeed;
 impl StoreTask for LiveFeed {
     type Output = ();
     async fn run<S: Store>(self, store: S) {
-        let site = store
-            .upsert_site(&NewSite {
-                name: "live".into(),
-                kind: SiteKind::Live,
-                description: String::new(),
-                time_zone: None,
-            })
-            .await
-            .unwrap();
-        let queue = store
-            .upsert_queue(
-                site.id,
-                &NewQueue {
-                    name: "batch".into(),
-                    max_walltime_s: None,
-                    max_nodes: None,
-                },
-            )
-            .await
-            .unwrap();
+        let (site, queue) = live_batch_queue(&store, "live").await;
         let t0 = 1_700_000_000;
         let clock = FixedClock::at(t0);
         let live = Predictors::new().with_clock(Arc::new(clock.clone()));
@@ -374,26 +372,7 @@ struct Requeue;
 impl StoreTask for Requeue {
     type Output = ();
     async fn run<S: Store>(self, store: S) {
-        let site = store
-            .upsert_site(&NewSite {
-                name: "requeue".into(),
-                kind: SiteKind::Live,
-                description: String::new(),
-                time_zone: None,
-            })
-            .await
-            .unwrap();
-        let queue = store
-            .upsert_queue(
-                site.id,
-                &NewQueue {
-                    name: "batch".into(),
-                    max_walltime_s: None,
-                    max_nodes: None,
-                },
-            )
-            .await
-            .unwrap();
+        let (site, queue) = live_batch_queue(&store, "requeue").await;
         let t0 = 1_700_000_000;
         let clock = FixedClock::at(t0);
         let live = Predictors::new().with_clock(Arc::new(clock.clone()));

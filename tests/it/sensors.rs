@@ -709,18 +709,7 @@ async fn requeue_story<S: Store>(store: &S) {
     };
     let first = stored("the job is stored running", |j| j.start_time.is_some()).await;
 
-    required("SLURM_CONF");
-    let out = tokio::process::Command::new("scontrol")
-        .args(["requeue", &key])
-        .env_remove("SLURM_JWT")
-        .output()
-        .await
-        .expect("scontrol runs");
-    assert!(
-        out.status.success(),
-        "scontrol requeue: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::slurm::scontrol::run(&["requeue", &key]).await;
     let again = eventually("Slurm lists the job pending, submitted anew", || async {
         match shared.job(id).await {
             Ok(Some(j)) if j.state.is_pending() && j.submit_time > Some(first.submit_time) => Ok(j),

@@ -5,4 +5,4 @@
 
 mod fixtures;
 mod live;
-mod scontrol;
+pub(crate) mod scontrol;

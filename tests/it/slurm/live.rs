@@ -12,20 +12,12 @@ use qbets::sources::slurm_rest::{
 };
 
 use super::scontrol;
+use crate::sensors::required;
 
 /// How long the cluster may take to run the test's jobs; generous, as other tests may
 /// share the cluster.
 const DEADLINE: Duration = Duration::from_secs(300);
 const POLL: Duration = Duration::from_millis(500);
-
-fn required(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!(
-            "{var} is not set: start the local Slurm and export its environment \
-             (scripts/local-slurm start && eval \"$(scripts/local-slurm env)\"); scripts/test does both"
-        )
-    })
-}
 
 fn config() -> ClientConfig {
     let version = std::env::var("SLURMRESTD_API_VERSION").unwrap_or_else(|_| "v0.0.38".into());
@@ -51,20 +43,7 @@ fn run_tag() -> String {
 
 /// `scontrol show job -o` for every job Slurm holds, by munge (not the REST token), in UTC.
 async fn scontrol_jobs() -> BTreeMap<u64, scontrol::ScontrolJob> {
-    required("SLURM_CONF");
-    let out = tokio::process::Command::new("scontrol")
-        .args(["show", "job", "-o"])
-        .env("TZ", "UTC")
-        .env_remove("SLURM_JWT")
-        .output()
-        .await
-        .expect("scontrol runs");
-    assert!(
-        out.status.success(),
-        "scontrol: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    scontrol::parse(&String::from_utf8(out.stdout).unwrap())
+    scontrol::parse(&scontrol::run(&["show", "job", "-o"]).await)
         .into_iter()
         .map(|j| (j.job_id(), j))
         .collect()

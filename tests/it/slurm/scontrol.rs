@@ -6,6 +6,26 @@ use std::collections::HashMap;
 
 use qbets::sources::slurm_rest::SlurmJob;
 
+/// Runs `scontrol ARGS` on the local Slurm (by munge, not the REST token; times in
+/// UTC) and gives its standard output; fails the test when it fails.
+pub async fn run(args: &[&str]) -> String {
+    crate::sensors::required("SLURM_CONF");
+    let out = tokio::process::Command::new("scontrol")
+        .args(args)
+        .env("TZ", "UTC")
+        .env_remove("SLURM_JWT")
+        .output()
+        .await
+        .expect("scontrol runs");
+    assert!(
+        out.status.success(),
+        "scontrol {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("scontrol prints UTF-8")
+}
+
 /// One job as `scontrol show job -o` prints it.
 #[derive(Debug, Clone)]
 pub struct ScontrolJob {
