@@ -338,6 +338,10 @@ fn any_duration() -> utoipa::openapi::schema::Schema {
 
 /// Many bound queries.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"queries": [
+    {"site": "local", "queue": "debug", "nodes": 1, "walltime": "00:05:00"},
+    {"site": "local", "queue": "long", "nodes": 4, "walltime": "02:00:00", "quantile": 0.5}
+]}))]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct BoundsIn {
     /// At most 1000 queries.

@@ -20,8 +20,8 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
     "type": "urn:qbets:problem:invalid-parameters",
     "title": "Invalid parameters",
     "status": 400,
-    "detail": "nodes: must be a whole number of at least 1, got \"0\"",
-    "errors": [{"field": "nodes", "detail": "must be a whole number of at least 1, got \"0\""}]
+    "detail": "nodes: must be a whole number from 1 to 100000000, got \"0\"",
+    "errors": [{"field": "nodes", "detail": "must be a whole number from 1 to 100000000, got \"0\""}]
 }))]
 pub struct Problem {
     /// A URI naming the kind of problem (`about:blank` for plain HTTP statuses).

@@ -91,6 +91,10 @@ fn point_status_schema() -> utoipa::openapi::Object {
 /// A VARQ request: have `nodes` nodes held at `start_at` for `walltime`, with
 /// probability at least `min_probability`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "site": "local", "queue": "debug", "nodes": 1, "walltime": "00:02:00",
+    "start_at": "2026-11-21T09:38:00Z", "min_probability": 0.5
+}))]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct VarqIn {
     /// The site's name.
@@ -120,6 +124,11 @@ pub struct VarqIn {
 
 /// A managed reservation: a VARQ request and what to run.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "site": "local", "queue": "debug", "nodes": 1, "walltime": "00:02:00",
+    "start_at": "2026-11-21T09:38:00Z", "min_probability": 0.5,
+    "command": "hostname; sleep 100"
+}))]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct ReservationIn {
     /// The site's name (a site with a submit target).
@@ -181,6 +190,14 @@ pub struct CandidateIn {
 
 /// A CO-VARQ request: several reservations that must all hold.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "reservations": [
+        {"nodes": 4, "walltime": "01:00:00", "start_at": "2026-11-21T14:00:00Z", "command": "./simulate part-a"},
+        {"nodes": 8, "walltime": "01:00:00", "start_at": "2026-11-21T14:00:00Z", "command": "./simulate part-b"}
+    ],
+    "candidates": [{"site": "local", "queue": "debug"}, {"site": "local", "queue": "long"}],
+    "p_all": 0.9
+}))]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct CovarqIn {
     /// The reservations.

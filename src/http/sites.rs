@@ -283,6 +283,11 @@ pub struct QueueIn {
 
 /// A live site to create, with queues to add or update.
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "description": "Campus cluster, jobs pushed by its PBS accounting hook",
+    "time_zone": "Europe/Paris",
+    "queues": [{"name": "debug", "max_walltime": "01:00:00", "max_nodes": 4}, {"name": "long"}]
+}))]
 #[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct SiteIn {
     /// Free text about the machine.

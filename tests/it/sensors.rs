@@ -693,6 +693,7 @@ async fn requeue_story<S: Store>(store: &S) {
     let run = Running::start(store, &site, poller);
     let ids = submit_jobs(&shared, &run_tag(), 1, 600).await;
     let id = *ids.first().unwrap();
+    let _cancel = crate::slurm::scontrol::CancelOnDrop(vec![id]);
     let key = id.to_string();
     let stored = |want: &'static str, check: fn(&Job) -> bool| {
         let key = key.clone();

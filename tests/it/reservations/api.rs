@@ -323,3 +323,76 @@ async fn coallocations_make_one_managed_reservation_per_request() {
         .await
         .invalid(&["reservations[0].command"]);
 }
+
+/// Moves every `start_at` in a request to `at`.
+fn move_start_at(v: &mut Value, at: i64) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if k == "start_at" {
+                    *x = json!(iso(at));
+                } else {
+                    move_start_at(x, at);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| move_start_at(x, at)),
+        _ => {}
+    }
+}
+
+/// The request examples of the OpenAPI document are requests the API takes, so a
+/// portal developer who copies one (changing only its times, which are fixed in the
+/// document) gets an answer, not a field error.
+#[tokio::test]
+async fn the_openapi_request_examples_are_taken() {
+    let (app, admin) = app_with_history().await;
+    let alice = app.token("alice", Scope::Reserve).await;
+    let doc: Value = serde_json::from_str(qbets::http::openapi_json()).unwrap();
+    let mut taken = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (verb, op) in item.as_object().unwrap() {
+            let Some(name) = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+                .as_str()
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            else {
+                continue;
+            };
+            let Some(example) = doc["components"]["schemas"][name].get("example") else {
+                continue;
+            };
+            let mut body = example.clone();
+            move_start_at(&mut body, TEST_NOW + 3600);
+            // The one path parameter among them: a new site's name.
+            let uri = path.replace("{site}", "campus");
+            let token = if verb == "put" { &admin } else { &alice };
+            let r = app
+                .json(&verb.to_uppercase(), &uri, Some(token), &body)
+                .await;
+            assert!(
+                r.status == 200 || r.status == 201,
+                "{verb} {path} with the example of {name}: {} {}",
+                r.status,
+                r.text()
+            );
+            if name == "BoundsIn" {
+                for result in r.json()["results"].as_array().unwrap() {
+                    assert_eq!(result["bound"]["status"], "ok", "{result}");
+                }
+            }
+            taken.push(format!("{verb} {path}"));
+        }
+    }
+    taken.sort();
+    assert_eq!(
+        taken,
+        [
+            "post /v1/bounds",
+            "post /v1/coallocations",
+            "post /v1/plans/covarq",
+            "post /v1/plans/varq",
+            "post /v1/reservations",
+            "put /v1/sites/{site}"
+        ]
+    );
+}

@@ -523,7 +523,8 @@ async fn end_to_end_a_reservation_on_a_busy_queue_holds_its_node_at_start_at() {
     })
     .unwrap();
     let tag = new_uid("busy-");
-    let mut busy = Vec::new();
+    // Cancelled when the test ends, passed or failed.
+    let mut busy = crate::slurm::scontrol::CancelOnDrop(Vec::new());
     for i in 0..4 {
         let job = client
             .submit(&JobSubmission {
@@ -538,7 +539,7 @@ async fn end_to_end_a_reservation_on_a_busy_queue_holds_its_node_at_start_at() {
             })
             .await
             .unwrap();
-        busy.push(job.job_id);
+        busy.0.push(job.job_id);
     }
 
     // A reservation 100 s ahead, p ≥ 0.9: the history says a minute of lead is plenty.
@@ -625,9 +626,6 @@ async fn end_to_end_a_reservation_on_a_busy_queue_holds_its_node_at_start_at() {
 
     let _ = stop_tx.send(true);
     executor.await.unwrap();
-    for job in busy {
-        client.cancel(job).await.ok();
-    }
     eprintln!(
         "e2e: planned submit {submit_at}, submitted {submitted_at}, started {job_started}, \
          start_at {start_at}; queue busy at submission: {seen_pending_at_submission:?}"

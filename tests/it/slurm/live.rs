@@ -192,6 +192,7 @@ async fn a_running_job_is_cancelled_and_unknown_jobs_and_bad_tokens_are_told_apa
         cpus_per_task: None,
     };
     let id = client.submit(&sub).await.unwrap().job_id;
+    let _cancel = scontrol::CancelOnDrop(vec![id]);
     let ids = BTreeSet::from([id]);
     poll_until(
         &client,

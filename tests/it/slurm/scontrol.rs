@@ -26,6 +26,24 @@ pub async fn run(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("scontrol prints UTF-8")
 }
 
+/// Cancels Slurm jobs when dropped, so a test that fails half-way leaves nothing
+/// running on the shared local Slurm to hold CPUs from the tests after it. Cancelling a
+/// job that has already ended is a no-op (scancel's complaint is ignored).
+pub struct CancelOnDrop(pub Vec<u64>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let _ = std::process::Command::new("scancel")
+            .args(self.0.iter().map(u64::to_string))
+            .env_remove("SLURM_JWT")
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
 /// One job as `scontrol show job -o` prints it.
 #[derive(Debug, Clone)]
 pub struct ScontrolJob {
