@@ -117,6 +117,7 @@ pub trait Source: Send + 'static {
 }
 
 /// Parses Slurm-style and PBS-style durations: `[D-]HH:MM:SS`, `MM:SS`, or seconds.
+/// `None` for anything else, including a duration too long to count in seconds.
 pub fn parse_duration(text: &str) -> Option<i64> {
     let t = text.trim();
     let (days, rest) = match t.split_once('-') {
@@ -127,15 +128,18 @@ pub fn parse_duration(text: &str) -> Option<i64> {
         .split(':')
         .map(|p| p.parse::<i64>().ok().filter(|v| *v >= 0))
         .collect::<Option<_>>()?;
-    let s = match parts.as_slice() {
-        [s] if days == 0 => *s,
-        [h] => h * 3600,
-        [m, s] if days == 0 => m * 60 + s,
-        [h, m] => h * 3600 + m * 60,
-        [h, m, s] => h * 3600 + m * 60 + s,
+    let (h, m, s) = match *parts.as_slice() {
+        [s] if days == 0 => (0, 0, s),
+        [h] => (h, 0, 0),
+        [m, s] if days == 0 => (0, m, s),
+        [h, m] => (h, m, 0),
+        [h, m, s] => (h, m, s),
         _ => return None,
     };
-    Some(days * 86_400 + s)
+    days.checked_mul(86_400)?
+        .checked_add(h.checked_mul(3600)?)?
+        .checked_add(m.checked_mul(60)?)?
+        .checked_add(s)
 }
 
 /// What the line-reading sources' tests share.
@@ -175,5 +179,10 @@ mod tests {
         assert_eq!(parse_duration("UNLIMITED"), None);
         assert_eq!(parse_duration(""), None);
         assert_eq!(parse_duration("1:2:3:4"), None);
+        // Too long to count in seconds: not a duration, never an overflow.
+        assert_eq!(parse_duration("9999999999999999-00:00:00"), None);
+        assert_eq!(parse_duration("9999999999999999:00:00"), None);
+        assert_eq!(parse_duration("153722867280912931:00"), None);
+        assert_eq!(parse_duration("9223372036854775807"), Some(i64::MAX));
     }
 }

@@ -297,6 +297,21 @@ impl NewJob {
         if self.job_id.is_empty() {
             return Err("job_id is empty".into());
         }
+        // Times RFC 3339 can write (years 0 to 9999), so that every time the service
+        // shows is a date and sums of times and waits stay far from overflow.
+        const EARLIEST: i64 = -62_167_219_200; // 0000-01-01T00:00:00Z
+        const LATEST: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+        for (name, t) in [
+            ("submit_time", Some(self.submit_time)),
+            ("start_time", self.start_time),
+            ("end_time", self.end_time),
+        ] {
+            if let Some(t) = t
+                && !(EARLIEST..=LATEST).contains(&t)
+            {
+                return Err(format!("{name} {t} is not a time in the years 0 to 9999"));
+            }
+        }
         if let Some(s) = self.start_time
             && s < self.submit_time
         {
@@ -988,8 +1003,24 @@ mod tests {
         );
         let zero = NewJob {
             nodes: Some(0),
-            ..ok
+            ..ok.clone()
         };
         assert_eq!(zero.validate().unwrap_err(), "nodes 0 is not positive");
+        let never = NewJob {
+            start_time: Some(i64::MAX),
+            ..ok.clone()
+        };
+        assert_eq!(
+            never.validate().unwrap_err(),
+            format!(
+                "start_time {} is not a time in the years 0 to 9999",
+                i64::MAX
+            )
+        );
+        let last = NewJob {
+            end_time: Some(253_402_300_799),
+            ..ok
+        };
+        assert_eq!(last.validate(), Ok(()));
     }
 }

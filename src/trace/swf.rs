@@ -17,6 +17,14 @@ use std::path::Path;
 /// Number of fields in an SWF job line.
 pub const FIELDS: usize = 18;
 
+/// Largest time a job line may give, in seconds (about 317 years): beyond any trace,
+/// and small enough that sums of times (a start, an end, a header's `UnixStartTime`
+/// plus a submit) cannot overflow.
+pub const MAX_TIME_S: i64 = 10_000_000_000;
+
+/// The fields that hold times or durations in seconds (0-based).
+const TIME_FIELDS: [usize; 5] = [1, 2, 3, 8, 17];
+
 /// Names of the 18 fields, 1-based in the format's documentation, 0-based here.
 pub const FIELD_NAMES: [&str; FIELDS] = [
     "job number",
@@ -194,6 +202,16 @@ impl SwfRecord {
                 rec.submit
             )));
         }
+        let times = [rec.submit, rec.wait, rec.run, rec.req_time, rec.think];
+        for (i, t) in TIME_FIELDS.into_iter().zip(times) {
+            if t > MAX_TIME_S {
+                return Err(err(format!(
+                    "field {} ({}): {t} s is more than any trace spans ({MAX_TIME_S} s)",
+                    i + 1,
+                    FIELD_NAMES[i]
+                )));
+            }
+        }
         Ok(rec)
     }
 }
@@ -281,7 +299,9 @@ impl SwfHeader {
                 .and_then(|t| t.parse::<i64>().ok())
         };
         match key.trim() {
-            "UnixStartTime" => self.unix_start_time = first_int(),
+            // A start beyond MAX_TIME_S either way is not a date: ignored, so that
+            // start + submit stays in range.
+            "UnixStartTime" => self.unix_start_time = first_int().filter(|t| t.abs() <= MAX_TIME_S),
             "TimeZoneString" => self.time_zone = Some(value.to_string()),
             "MaxProcs" => self.max_procs = first_int(),
             "MaxNodes" => self.max_nodes = first_int(),
@@ -373,7 +393,8 @@ impl<R: BufRead> SwfReader<R> {
                     })));
                 }
             };
-            let trimmed = text.trim();
+            // A byte-order mark (editors on Windows write one) is not part of the line.
+            let trimmed = text.trim_start_matches('\u{feff}').trim();
             if trimmed.is_empty() {
                 continue;
             }
@@ -457,13 +478,15 @@ impl SwfTrace {
     }
 }
 
-/// Why a trace file could not be read at all.
+/// Why a trace file could not be read at all. The message names the file and the
+/// I/O error's reason; the I/O error is not also given as the `source`, or a chain
+/// printer (`{:#}`) would say the reason twice.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("{path}: cannot open: {source}")]
-    Open { path: String, source: io::Error },
-    #[error("{path}: cannot read: {source}")]
-    Read { path: String, source: io::Error },
+    #[error("{path}: cannot open: {cause}")]
+    Open { path: String, cause: io::Error },
+    #[error("{path}: cannot read: {cause}")]
+    Read { path: String, cause: io::Error },
 }
 
 /// Opens an SWF file, plain or gzipped (recognised by its magic bytes, not its name).
@@ -475,14 +498,14 @@ where
     F: FnOnce(File) -> W,
 {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|source| OpenError::Open {
+    let file = File::open(path).map_err(|cause| OpenError::Open {
         path: name.clone(),
-        source,
+        cause,
     })?;
     let mut raw = BufReader::with_capacity(1 << 16, wrap(file));
-    let magic = raw.fill_buf().map_err(|source| OpenError::Read {
+    let magic = raw.fill_buf().map_err(|cause| OpenError::Read {
         path: name.clone(),
-        source,
+        cause,
     })?;
     if magic.starts_with(&[0x1f, 0x8b]) {
         let gz = flate2::bufread::MultiGzDecoder::new(raw);
@@ -495,9 +518,9 @@ where
 /// Reads a whole trace file (plain or gzipped).
 pub fn read_file(path: &Path) -> Result<SwfTrace, OpenError> {
     let input = open(path, |f| f)?;
-    SwfTrace::read(input).map_err(|source| OpenError::Read {
+    SwfTrace::read(input).map_err(|cause| OpenError::Read {
         path: path.display().to_string(),
-        source,
+        cause,
     })
 }
 
@@ -601,6 +624,50 @@ mod tests {
     fn unreadable_file_is_an_error_naming_it() {
         let e = read_file(Path::new("/nonexistent/x.swf")).unwrap_err();
         assert!(e.to_string().starts_with("/nonexistent/x.swf: cannot open"));
+        let dir = tempfile::tempdir().unwrap();
+        let e = anyhow::Error::from(read_file(dir.path()).unwrap_err());
+        let said = format!("{e:#}");
+        assert!(
+            said.ends_with(": cannot read: Is a directory (os error 21)"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn times_beyond_any_trace_are_bad_lines_not_an_overflow() {
+        let line = |submit: &str, wait: &str, run: &str, req: &str| {
+            format!("1 {submit} {wait} {run} 1 -1 -1 1 {req} -1 1 1 1 -1 1 1 -1 -1")
+        };
+        let max = MAX_TIME_S.to_string();
+        let ok = SwfRecord::parse(&line(&max, &max, &max, &max), 1).unwrap();
+        assert_eq!(ok.start(), Some(2 * MAX_TIME_S));
+        let big = (MAX_TIME_S + 1).to_string();
+        let huge = i64::MAX.to_string();
+        for (text, field) in [
+            (line(&huge, "0", "0", "60"), "field 2 (submit time)"),
+            (line("0", &huge, "0", "60"), "field 3 (wait time)"),
+            (line("0", "0", &big, "60"), "field 4 (run time)"),
+            (line("0", "0", "0", &huge), "field 9 (requested time)"),
+        ] {
+            let e = SwfRecord::parse(&text, 7).unwrap_err();
+            assert!(
+                e.reason.starts_with(field) && e.reason.contains("more than any trace spans"),
+                "{e}"
+            );
+        }
+        let mut h = SwfHeader::default();
+        h.absorb(&format!("; UnixStartTime: {huge}"));
+        assert_eq!(h.unix_start_time, None, "not a date");
+        h.absorb("; UnixStartTime: 956700003");
+        assert_eq!(h.unix_start_time, Some(956700003));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_line() {
+        let data = "\u{feff}; UnixStartTime: 100\n1 0 0 0 1 -1 -1 1 60 -1 1 1 1 -1 1 1 -1 -1\n";
+        let t = SwfTrace::read(data.as_bytes()).unwrap();
+        assert_eq!((t.header.unix_start_time, t.records.len()), (Some(100), 1));
+        assert!(t.bad.is_empty(), "{:?}", t.bad);
     }
 
     #[test]
