@@ -301,7 +301,10 @@ impl SwfHeader {
         match key.trim() {
             // A start beyond MAX_TIME_S either way is not a date: ignored, so that
             // start + submit stays in range.
-            "UnixStartTime" => self.unix_start_time = first_int().filter(|t| t.abs() <= MAX_TIME_S),
+            "UnixStartTime" => {
+                self.unix_start_time =
+                    first_int().filter(|t| (-MAX_TIME_S..=MAX_TIME_S).contains(t))
+            }
             "TimeZoneString" => self.time_zone = Some(value.to_string()),
             "MaxProcs" => self.max_procs = first_int(),
             "MaxNodes" => self.max_nodes = first_int(),
@@ -658,6 +661,8 @@ mod tests {
         let mut h = SwfHeader::default();
         h.absorb(&format!("; UnixStartTime: {huge}"));
         assert_eq!(h.unix_start_time, None, "not a date");
+        h.absorb(&format!("; UnixStartTime: {}", i64::MIN));
+        assert_eq!(h.unix_start_time, None, "not a date either");
         h.absorb("; UnixStartTime: 956700003");
         assert_eq!(h.unix_start_time, Some(956700003));
     }
