@@ -97,9 +97,21 @@ pub fn parse_line(line: &str) -> Result<PbsLine, String> {
 
 /// The job's size: node count where PBS says it, else processors.
 fn size(kv: &HashMap<&str, &str>) -> Result<Option<i64>, String> {
-    let leading = |v: &str| -> Option<i64> {
-        let digits: String = v.chars().take_while(|c| c.is_ascii_digit()).collect();
-        digits.parse().ok()
+    // The counts of `+`-joined chunks, each its leading number (1 without one).
+    let total = |key: &str, v: &str| -> Result<Option<i64>, String> {
+        v.split('+')
+            .try_fold(0i64, |sum, chunk| {
+                let rest = chunk.trim_start_matches(|c: char| c.is_ascii_digit());
+                let digits = &chunk[..chunk.len() - rest.len()];
+                let n = if digits.is_empty() {
+                    Some(1)
+                } else {
+                    digits.parse::<i64>().ok()
+                };
+                n.and_then(|n| sum.checked_add(n))
+            })
+            .map(Some)
+            .ok_or_else(|| format!("{key}={v:?} counts more nodes than can be stored"))
     };
     if let Some(v) = kv.get("Resource_List.nodect") {
         return v
@@ -109,12 +121,10 @@ fn size(kv: &HashMap<&str, &str>) -> Result<Option<i64>, String> {
     }
     if let Some(v) = kv.get("Resource_List.nodes") {
         // `4:ppn=8`, `node1+node2`, `2:ppn=4+1:ppn=2`.
-        let total: i64 = v.split('+').map(|c| leading(c).unwrap_or(1)).sum();
-        return Ok(Some(total));
+        return total("Resource_List.nodes", v);
     }
     if let Some(v) = kv.get("Resource_List.select") {
-        let total: i64 = v.split('+').map(|c| leading(c).unwrap_or(1)).sum();
-        return Ok(Some(total));
+        return total("Resource_List.select", v);
     }
     if let Some(v) = kv.get("Resource_List.ncpus") {
         return v
@@ -242,5 +252,33 @@ mod tests {
             ]
         );
         assert_eq!(b.rejects[0].raw, "garbage");
+    }
+
+    #[test]
+    fn node_requests_are_counted_chunk_by_chunk_and_never_overflow() {
+        let nodes = |request: &str| {
+            parse_line(&format!(
+                "04/18/2024 10:05:00;S;1.pbs01;queue=workq qtime=100 start=200 {request}"
+            ))
+            .map(|l| match l {
+                PbsLine::Job(j) => j.nodes,
+                _ => panic!("a job line"),
+            })
+        };
+        assert_eq!(nodes("Resource_List.nodes=2:ppn=4+1:ppn=2"), Ok(Some(3)));
+        assert_eq!(nodes("Resource_List.nodes=node1+node2"), Ok(Some(2)));
+        assert_eq!(nodes("Resource_List.select=4:ncpus=8"), Ok(Some(4)));
+        for request in [
+            "Resource_List.nodes=9223372036854775807+1",
+            "Resource_List.select=99999999999999999999:ncpus=1",
+        ] {
+            let (key, value) = request.split_once('=').unwrap();
+            assert_eq!(
+                nodes(request),
+                Err(format!(
+                    "{key}={value:?} counts more nodes than can be stored"
+                ))
+            );
+        }
     }
 }
