@@ -38,7 +38,7 @@ pub struct Args {
     #[arg(long, value_parser = Policy::parse, required_unless_present = "experiment")]
     pub policy: Option<Policy>,
     /// Processors of the simulated machine (default for a trace: its MaxProcs header).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub processors: Option<u32>,
     /// Replay this SWF trace (plain or gzipped).
     #[arg(long, conflicts_with = "model", required_unless_present_any = ["model", "experiment"])]
@@ -188,9 +188,6 @@ pub fn run(args: Args) -> Result<()> {
             let Some(p) = args.processors else {
                 bail!("--processors is required with --model");
             };
-            if p == 0 {
-                bail!("--processors must be at least 1");
-            }
             let n = args.jobs.unwrap_or(0);
             let pattern = match args.arrival {
                 ArrivalArg::Random => None,

@@ -553,6 +553,25 @@ fn simulate_rejects_bad_arguments_with_clear_errors() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent.swf: cannot open"));
+    // A machine of no processors, with a trace as with a model: refused as such, not
+    // taken for a missing MaxProcs.
+    for input in [
+        &["--trace", "/nonexistent.swf"][..],
+        &["--model", "cirne"][..],
+    ] {
+        let o = qbets()
+            .args(["simulate", "--policy", "easy", "--processors", "0"])
+            .args(input)
+            .args(["--out", "/dev/null"])
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains("invalid value '0' for '--processors <PROCESSORS>'"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
