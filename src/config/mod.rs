@@ -178,13 +178,14 @@ impl fmt::Debug for Config {
 /// Why the configuration could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
+    /// The file could not be read. (The I/O error is in the message, and so not also
+    /// the `source`, or `{:#}` would say it twice.)
+    #[error("{path}: cannot read: {cause}")]
     Read {
         /// The file.
         path: String,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file is not valid TOML for [`Config`] (the message names the key).
     #[error("{path}: {message}")]
@@ -250,9 +251,9 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         let mut config = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
                     path: path.display().to_string(),
-                    source,
+                    cause,
                 })?;
                 Self::from_toml(&text, &path.display().to_string())?
             }
@@ -436,6 +437,12 @@ mod tests {
         };
         let e = Config::load(None, no_env, &flags).unwrap_err();
         assert!(e.to_string().contains("database_url"), "{e}");
+        let missing = Path::new("/nonexistent/qbets.toml");
+        let e = Config::load(Some(missing), no_env, &Overrides::default()).unwrap_err();
+        assert_eq!(
+            format!("{:#}", anyhow::Error::from(e)),
+            "/nonexistent/qbets.toml: cannot read: No such file or directory (os error 2)"
+        );
         let e = Config::from_toml("[http]\ncors_origins = [\"portal\"]\n", "x")
             .unwrap()
             .validate()
