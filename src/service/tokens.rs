@@ -8,7 +8,7 @@
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::store::{ApiToken, NewApiToken, Scope, Store, StoreResult};
+use crate::store::{ApiToken, NewApiToken, Scope, Store, StoreError, StoreResult};
 
 /// What every token starts with (so that it can be recognised in a leaked file).
 pub const TOKEN_PREFIX: &str = "qbets_";
@@ -54,6 +54,8 @@ pub async fn create<S: Store>(
     name: &str,
     scope: Scope,
 ) -> StoreResult<(Secret, ApiToken)> {
+    // The name is what reservations are owned by and what `token list` shows.
+    super::check_name(name).map_err(|e| StoreError::Invalid(format!("token name {e}")))?;
     let (secret, record) = generate(name, scope);
     let stored = store.insert_token(&record).await?;
     Ok((secret, stored))

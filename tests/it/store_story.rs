@@ -515,6 +515,14 @@ async fn story<S: Store>(store: S) {
     assert_eq!(store.tokens().await.unwrap().len(), 1);
     assert!(store.delete_token("portal").await.unwrap());
     assert!(!store.delete_token("portal").await.unwrap());
+    // Made the service's way, a token's name is checked like a site's.
+    for bad in ["", "two words", "a/b"] {
+        match qbets::service::tokens::create(&store, bad, Scope::Read).await {
+            Err(StoreError::Invalid(m)) => assert!(m.starts_with("token name must be"), "{m}"),
+            other => panic!("{bad:?}: expected Invalid, got {other:?}"),
+        }
+    }
+    assert!(store.tokens().await.unwrap().is_empty());
 
     // Rejects: kept with reason; the same source line only once.
     let rejects = vec![
