@@ -271,14 +271,7 @@ async fn story<S: Store>(store: S) {
 
     // Predicted bounds are written back and read with the window.
     let first = &window[0];
-    store
-        .set_bounds(&[JobBound {
-            id: first.id,
-            bound_s: Some(420),
-            status: "ok".into(),
-        }])
-        .await
-        .unwrap();
+    store.set_bounds(&[ok_bound(first.id, 420)]).await.unwrap();
     let back = store
         .jobs_started(
             express.id,
@@ -319,11 +312,7 @@ async fn story<S: Store>(store: S) {
             handed = jobs.to_vec();
             jobs.iter()
                 .filter(|j| j.job_id != "n9")
-                .map(|j| JobBound {
-                    id: j.id,
-                    bound_s: Some(j.submit_time - 2_000),
-                    status: "ok".into(),
-                })
+                .map(|j| ok_bound(j.id, j.submit_time - 2_000))
                 .collect()
         })
         .await
@@ -385,13 +374,7 @@ async fn story<S: Store>(store: S) {
         .collect();
     let stored_big = store
         .ingest_jobs(&big, |jobs| {
-            jobs.iter()
-                .map(|j| JobBound {
-                    id: j.id,
-                    bound_s: Some(j.submit_time),
-                    status: "ok".into(),
-                })
-                .collect()
+            jobs.iter().map(|j| ok_bound(j.id, j.submit_time)).collect()
         })
         .await
         .unwrap();
@@ -420,14 +403,7 @@ async fn story<S: Store>(store: S) {
     r1_ran.state = JobState::Running;
     r1_ran.end_time = None;
     let r1 = store.upsert_jobs(&[r1_ran]).await.unwrap();
-    store
-        .set_bounds(&[JobBound {
-            id: r1[0].id,
-            bound_s: Some(60),
-            status: "ok".into(),
-        }])
-        .await
-        .unwrap();
+    store.set_bounds(&[ok_bound(r1[0].id, 60)]).await.unwrap();
     let changed = store.upsert_jobs(&[requeued("r1")]).await.unwrap();
     let starts = |j: &Job| (j.id, j.submit_time, j.start_time, j.end_time, j.wait_s());
     assert_eq!(
@@ -440,11 +416,7 @@ async fn story<S: Store>(store: S) {
     );
     let r2 = store
         .ingest_jobs(&[job(site.id, normal.id, "r2", 2_400, Some(10))], |jobs| {
-            vec![JobBound {
-                id: jobs[0].id,
-                bound_s: Some(60),
-                status: "ok".into(),
-            }]
+            vec![ok_bound(jobs[0].id, 60)]
         })
         .await
         .unwrap();
@@ -452,11 +424,7 @@ async fn story<S: Store>(store: S) {
     let changed = store
         .ingest_jobs(&[requeued("r2")], |jobs| {
             handed = jobs.to_vec();
-            vec![JobBound {
-                id: jobs[0].id,
-                bound_s: Some(90),
-                status: "ok".into(),
-            }]
+            vec![ok_bound(jobs[0].id, 90)]
         })
         .await
         .unwrap();
@@ -549,4 +517,13 @@ async fn story<S: Store>(store: S) {
     assert_eq!(kept.len(), 2);
     assert_eq!(kept[0].line, Some(12));
     assert_eq!(kept[1].reason, "expected 18 fields, found 2");
+}
+
+/// A bound the predictor gave (`ok`) for the stored job `id`.
+fn ok_bound(id: i64, bound_s: i64) -> JobBound {
+    JobBound {
+        id,
+        bound_s: Some(bound_s),
+        status: "ok".into(),
+    }
 }
