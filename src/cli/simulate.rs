@@ -30,6 +30,9 @@ pub enum Model {
     Cirne,
 }
 
+/// Most jobs `--model` may generate.
+const MAX_MODEL_JOBS: u64 = 10_000_000;
+
 /// Arguments of `qbets simulate`.
 #[derive(Debug, ClapArgs)]
 pub struct Args {
@@ -46,8 +49,9 @@ pub struct Args {
     /// Generate the workload from a model instead.
     #[arg(long, requires = "jobs")]
     pub model: Option<Model>,
-    /// Number of jobs the model generates.
-    #[arg(long)]
+    /// Number of jobs the model generates (1 to 10,000,000: ten times the longest
+    /// archive trace; every job is held in memory).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_MODEL_JOBS))]
     pub jobs: Option<u64>,
     /// Seed of the model's random numbers (same seed, same workload, same output).
     #[arg(long, default_value_t = 1)]

@@ -572,6 +572,22 @@ fn simulate_rejects_bad_arguments_with_clear_errors() {
             "{stderr}"
         );
     }
+    // A model asked for no jobs, or for more than memory holds: refused at once, not
+    // an empty run or one that generates until the machine runs out of memory.
+    for n in ["0", "10000001", "18446744073709551615"] {
+        let o = qbets()
+            .args(["simulate", "--policy", "easy", "--processors", "8"])
+            .args(["--model", "cirne", "--jobs", n, "--out", "/dev/null"])
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains(&format!("invalid value '{n}' for '--jobs <JOBS>'"))
+                && stderr.contains("1..=10000000"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]

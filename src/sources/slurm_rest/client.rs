@@ -236,13 +236,12 @@ pub enum SlurmRestError {
         snippet: String,
     },
     /// A body that is not what slurmrestd sends for this request.
-    #[error("unparsable answer to {what}: {source}")]
+    #[error("unparsable answer to {what}: {cause}")]
     Unparsable {
         /// The request.
         what: String,
-        /// What was wrong with the body.
-        #[source]
-        source: ParseError,
+        /// What was wrong with the body (in the message, so not also a `source`).
+        cause: ParseError,
     },
 }
 
@@ -293,10 +292,10 @@ pub fn check_response(
     let envelope = match envelope {
         Ok(e) => e,
         Err(_) if matches!(status, 401 | 403 | 511) => return Err(auth(model::snippet(body))),
-        Err(source) if ok_status => {
+        Err(cause) if ok_status => {
             return Err(SlurmRestError::Unparsable {
                 what: what.to_owned(),
-                source,
+                cause,
             });
         }
         Err(_) => return Err(http_status(what, status, body)),
@@ -524,9 +523,9 @@ impl SlurmRestClient {
 }
 
 fn parsed<T>(what: &str, r: Result<T, ParseError>) -> Result<T, SlurmRestError> {
-    r.map_err(|source| SlurmRestError::Unparsable {
+    r.map_err(|cause| SlurmRestError::Unparsable {
         what: what.to_owned(),
-        source,
+        cause,
     })
 }
 
@@ -557,13 +556,13 @@ pub fn interpret_job(
     };
     let list = parsed(what, model::parse_job_list(body))?;
     if let Some(bad) = list.rejected.iter().find(|r| r.job_id == Some(job_id)) {
-        let source = ParseError {
+        let cause = ParseError {
             reason: format!("job {job_id}: {}", bad.reason),
             snippet: model::snippet(bad.raw.as_bytes()),
         };
         return Err(SlurmRestError::Unparsable {
             what: what.to_owned(),
-            source,
+            cause,
         });
     }
     Ok(list.jobs.into_iter().find(|j| j.job_id == job_id))
