@@ -20,7 +20,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Authorized, Ingest, ReadAccess};
 use super::error::{ApiError, ApiResult, Problem};
-use super::params::{ApiPath, ApiQuery, Fields, format_time, object_only, positive, timestamp};
+use super::params::{
+    ApiPath, ApiQuery, Fields, field_at_fault, format_time, object_only, positive, timestamp,
+};
 use super::sites::{DurationIn, find_site, job_state_schema};
 use crate::service::AppState;
 use crate::service::ingest::ingest;
@@ -274,14 +276,21 @@ impl<S: Send + Sync> FromRequest<S> for PushBody {
 
 /// Reads one record's text into a [`JobIn`]: straight from the text when it is one;
 /// otherwise through a JSON tree, which decides as the push always has and names the
-/// fault (`Err` holds the reason).
-fn parse_record(raw: &str) -> Result<JobIn, String> {
+/// fault: `Err` holds the field at fault (relative to the record, when one is) and the
+/// reason.
+fn parse_record(raw: &str) -> Result<JobIn, (Option<(String, String)>, String)> {
     if let Ok(j) = serde_json::from_str::<JobIn>(raw) {
         return Ok(j);
     }
     let value: serde_json::Value =
-        serde_json::from_str(raw).map_err(|e| format!("not JSON: {e}"))?;
-    serde_json::from_value(value).map_err(|e| e.to_string())
+        serde_json::from_str(raw).map_err(|e| (None, format!("not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err((None, "a record must be a JSON object".into()));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let reason = e.inner().to_string();
+        (field_at_fault(&e.path().to_string(), &reason), reason)
+    })
 }
 
 /// The text a refused record is kept with: its NDJSON line as sent, or an array item
@@ -416,7 +425,10 @@ pub async fn post_jobs<S: Store>(
         };
         let raw = &body.text[range];
         let result = parse_record(raw)
-            .map_err(|e| vec![(None, e)])
+            .map_err(|(fault, reason)| match fault {
+                Some((field, detail)) => vec![(Some(at(&field)), detail)],
+                None => vec![(None, reason)],
+            })
             .and_then(|j| read_record(&at, j));
         match result {
             Ok(r) => records.push(r),

@@ -271,11 +271,13 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
                 .split_once("target type: ")
                 .map(|(_, rest)| rest)
                 .unwrap_or(&text);
-            match inner.split_once(": ") {
-                Some((path, why)) if !path.contains(' ') && path != "." => {
-                    ApiError::field(path, why)
-                }
-                _ => ApiError::BadRequest(inner.to_string()),
+            let (path, why) = match inner.split_once(": ") {
+                Some((path, why)) if !path.contains(' ') => (path, why),
+                _ => ("", inner),
+            };
+            match field_at_fault(path, why) {
+                Some((field, detail)) => ApiError::field(field, detail),
+                None => ApiError::BadRequest(inner.to_string()),
             }
         }
         JsonRejection::JsonSyntaxError(_) => ApiError::BadRequest(text),
@@ -286,6 +288,24 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
             ApiError::PayloadTooLarge("the request body is larger than this server accepts".into())
         }
         other => ApiError::BadRequest(other.body_text()),
+    }
+}
+
+/// The field a JSON data error is about, and what to say of it. serde stops at the value
+/// it could not read (`path`; empty or `.` at the top), except for a missing field,
+/// which it reports at the object that lacks it: that field's name is in the message,
+/// and it "is required". `None` when the fault is the whole document.
+pub fn field_at_fault(path: &str, message: &str) -> Option<(String, String)> {
+    let path = if path == "." { "" } else { path };
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(name, _)| name);
+    match (path, missing) {
+        ("", None) => None,
+        ("", Some(name)) => Some((name.to_string(), "is required".to_string())),
+        (path, Some(name)) => Some((format!("{path}.{name}"), "is required".to_string())),
+        (path, None) => Some((path.to_string(), message.to_string())),
     }
 }
 
@@ -506,6 +526,26 @@ mod tests {
         for bad in ["0", "-3", "1.5", "", "many"] {
             assert!(nodes(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_data_error_names_its_field_a_missing_one_included() {
+        let f = |path: &str, message: &str| field_at_fault(path, message);
+        assert_eq!(f(".", "invalid type: map, expected a string"), None);
+        assert_eq!(f("", "trailing characters"), None);
+        let named = |field: &str, detail: &str| Some((field.to_string(), detail.to_string()));
+        assert_eq!(
+            f("nodes", "invalid type: string \"x\", expected i64"),
+            named("nodes", "invalid type: string \"x\", expected i64")
+        );
+        assert_eq!(
+            f(".", "missing field `site` at line 1 column 2"),
+            named("site", "is required")
+        );
+        assert_eq!(
+            f("queues[1]", "missing field `name`"),
+            named("queues[1].name", "is required")
+        );
     }
 
     #[test]

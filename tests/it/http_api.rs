@@ -387,22 +387,48 @@ async fn live_ingest_updates_jobs_and_answers_as_of_now() {
         "{rejects}"
     );
 
-    // A record of the wrong type is kept aside too, with serde's reason.
+    // A record serde cannot read is kept aside too, with serde's reason and the field
+    // at fault: a value of the wrong type, an unknown state, a missing or unknown field.
+    let ok = json!({"job_id": "20", "queue": "batch", "submit": iso(submit), "state": "pending"});
+    let with = |key: &str, value: serde_json::Value| {
+        let mut r = ok.clone();
+        r[key] = value;
+        r
+    };
+    let mut missing = ok.clone();
+    missing.as_object_mut().unwrap().remove("state");
     let out = app
         .json(
             "POST",
             "/v1/sites/live1/jobs",
             Some(&admin),
-            &json!({"jobs": [{"job_id": 5}]}),
+            &json!({"jobs": [
+                with("job_id", json!(5)),
+                with("state", json!("done")),
+                missing,
+                with("partition", json!("batch")),
+            ]}),
         )
         .await
         .json();
-    assert_eq!(out["rejected"], 1, "{out}");
+    assert_eq!(out["rejected"], 4, "{out}");
+    let faults: Vec<(&str, &str)> = out["rejects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["field"].as_str().unwrap(), r["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(faults[0].0, "jobs[0].job_id", "{out}");
     assert!(
-        out["rejects"][0]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("invalid type"),
+        faults[0].1.starts_with("invalid type: integer `5`"),
+        "{out}"
+    );
+    assert_eq!(faults[1].0, "jobs[1].state", "{out}");
+    assert!(faults[1].1.starts_with("unknown variant `done`"), "{out}");
+    assert_eq!(faults[2], ("jobs[2].state", "is required"), "{out}");
+    assert_eq!(faults[3].0, "jobs[3].partition", "{out}");
+    assert!(
+        faults[3].1.starts_with("unknown field `partition`"),
         "{out}"
     );
     // Body errors: bad JSON, a wrong media type, an unknown site.
@@ -605,7 +631,13 @@ async fn bodies_must_be_json_objects() {
         )
         .await;
     assert_eq!(res.status, 200, "{}", res.text());
-    assert_eq!(res.json()["rejected"], 1);
+    let out = res.json();
+    assert_eq!(out["rejected"], 1);
+    assert_eq!(
+        (&out["rejects"][0]["field"], &out["rejects"][0]["reason"]),
+        (&json!(null), &json!("a record must be a JSON object")),
+        "{out}"
+    );
     // Nested too: a queue written as an array of its field values.
     let p = app
         .json(
@@ -617,6 +649,21 @@ async fn bodies_must_be_json_objects() {
         .await
         .problem(400);
     assert_eq!(p["errors"][0]["field"], "queues[0]", "{p}");
+    // A required field left out is named where it is missing, at any depth.
+    let p = app
+        .json(
+            "PUT",
+            "/v1/sites/live1",
+            Some(&admin),
+            &json!({"queues": [{"name": "batch"}, {"max_nodes": 4}]}),
+        )
+        .await
+        .problem(400);
+    assert_eq!(
+        p["errors"],
+        json!([{"field": "queues[1].name", "detail": "is required"}]),
+        "{p}"
+    );
     let res = app
         .raw(
             "PUT",

@@ -217,6 +217,17 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
         .await
         .problem(400);
     assert_eq!(p["errors"][0]["field"], "run_mode", "{p}");
+    let mut bad = body.clone();
+    bad.as_object_mut().unwrap().remove("site");
+    let p = app
+        .json("POST", "/v1/reservations", Some(&alice), &bad)
+        .await
+        .problem(400);
+    assert_eq!(
+        p["errors"],
+        json!([{"field": "site", "detail": "is required"}]),
+        "{p}"
+    );
 
     // Nothing has finished: calibration lists nothing yet.
     let cal = app.get("/v1/calibration", None).await.json();
