@@ -114,3 +114,15 @@ impl StartOracle for PredictorAt<'_> {
         self.max_walltime_s
     }
 }
+
+/// Formats Unix seconds as RFC 3339 UTC, for people reading messages and the command
+/// line's output (the seconds themselves when no date holds them).
+pub fn format_unix(unix: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| unix.to_string())
+}

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{FieldError, OracleAnswer, StartOracle, open_unit};
+use super::{FieldError, OracleAnswer, StartOracle, format_unix, open_unit};
 
 /// Default spacing of candidate submission times, as in the dissertation.
 pub const DEFAULT_STEP_S: u64 = 30;
@@ -77,15 +77,21 @@ impl VarqRequest {
         if self.step_s == 0 {
             errs.push(FieldError::new("step", "must be at least 1 second"));
         }
+        // The site's present: now on a live site, the last record of an archive.
+        let present = || format_unix(now);
         if self.start_at <= now {
-            errs.push(FieldError::new("start_at", "must be in the future"));
+            errs.push(FieldError::new(
+                "start_at",
+                format!("must be after the site's present, {}", present()),
+            ));
         } else if self.step_s > 0 {
             let points = (self.start_at - now).unsigned_abs().div_ceil(self.step_s);
             if points > MAX_POINTS {
                 errs.push(FieldError::new(
                     "start_at",
                     format!(
-                        "too far ahead for a step of {} s: {points} candidate submission times, at most {MAX_POINTS}",
+                        "too far ahead of the site's present, {}, for a step of {} s: {points} candidate submission times, at most {MAX_POINTS}",
+                        present(),
                         self.step_s
                     ),
                 ));
@@ -509,7 +515,19 @@ mod tests {
         let mut far = request(Mode::Latest, 0.5);
         far.step_s = 1;
         far.start_at = MAX_POINTS as i64 + 1;
-        assert_eq!(far.validate(0).unwrap_err()[0].field, "start_at");
+        let err = &far.validate(0).unwrap_err()[0];
+        assert_eq!(err.field, "start_at");
+        // Measured from the site's present (an archive's is its last record), named.
+        assert!(
+            err.reason
+                .starts_with("too far ahead of the site's present, 1970-01-01T00:00:00Z,"),
+            "{}",
+            err.reason
+        );
+        assert_eq!(
+            errs.last().unwrap().reason,
+            "must be after the site's present, 1970-01-01T00:00:10Z"
+        );
     }
 
     #[test]

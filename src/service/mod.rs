@@ -33,13 +33,4 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Formats Unix seconds as RFC 3339 UTC, for people reading the command line's output.
-pub fn format_unix(unix: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(unix)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| unix.to_string())
-}
+pub use crate::plan::format_unix;
