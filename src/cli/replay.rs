@@ -28,8 +28,9 @@ pub struct Args {
     /// SWF trace, plain or gzipped.
     pub trace: PathBuf,
     /// Queue number to replay, or `all` to merge every queue into one. Default: every
-    /// queue of the trace, each on its own.
-    #[arg(long)]
+    /// queue of the trace, each on its own. A trace without queues has one, `-1`
+    /// (taken as a value: `--queue -1`).
+    #[arg(long, allow_hyphen_values = true)]
     pub queue: Option<String>,
     /// Methods, comma-separated: bm, lognormal, loguniform, weibull.
     #[arg(

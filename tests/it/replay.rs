@@ -249,6 +249,27 @@ fn bad_input_is_reported_not_fatal() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no queue (field 15) 7; the trace has 1")
     );
+
+    // A trace without queues (fields 15 and 16 all -1, as KTH-SP2) has one, -1, which
+    // the error names and `--queue -1` takes as a value, not as an option.
+    let noqueue = dir.path().join("noqueue.swf");
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.contains('b') && !l.contains(" -60 "))
+        .map(|l| l.replace(" -1 1 1 -1 -1", " -1 -1 -1 -1 -1"))
+        .collect();
+    std::fs::write(&noqueue, lines.join("\n")).unwrap();
+    let out = qbets(&["replay", noqueue.to_str().unwrap(), "--queue", "7"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the trace has -1"), "{stderr}");
+    let out = qbets(&["replay", noqueue.to_str().unwrap(), "--queue", "-1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("queue -1: 200 jobs"), "{stdout}");
 }
 
 /// The replay's final state is the state of a predictor rebuilt from the same jobs
