@@ -30,7 +30,7 @@ pub struct ImportArgs {
 /// Runs `qbets import`.
 pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.store, None)?;
-    init_logging(&config);
+    init_logging(&config)?;
     let summary = runtime()?.block_on(import_file(&config, &args.site, &args.file))?;
     print!("{}", report(&summary));
     Ok(ExitCode::SUCCESS)

@@ -28,7 +28,7 @@ impl StoreTask for Migrated {
 /// Runs `qbets migrate`.
 pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.store, None)?;
-    init_logging(&config);
+    init_logging(&config)?;
     let url = config.database_url.clone();
     let backend = runtime()?
         .block_on(with_store(&url, Migrated))

@@ -62,10 +62,11 @@ pub fn load_config(store: &StoreArgs, listen: Option<SocketAddr>) -> anyhow::Res
     )?)
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` or else the configuration.
-pub fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log.filter));
+/// Logs to stderr, filtered by `RUST_LOG` or else the configuration's `log.filter`. A
+/// filter that does not parse is an error naming where it came from (tracing would
+/// otherwise drop the bad directive with a note and log by what is left).
+pub fn init_logging(config: &Config) -> anyhow::Result<()> {
+    let filter = log_filter(std::env::var("RUST_LOG").ok(), &config.log.filter)?;
     // A second initialisation (tests) is harmless; ignore it.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -73,6 +74,20 @@ pub fn init_logging(config: &Config) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
+    Ok(())
+}
+
+/// The log filter: `RUST_LOG` when set, else the configuration's directives.
+fn log_filter(
+    rust_log: Option<String>,
+    configured: &str,
+) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    let (origin, directives) = match rust_log {
+        Some(v) => ("RUST_LOG", v),
+        None => ("setting log.filter", configured.to_string()),
+    };
+    tracing_subscriber::EnvFilter::try_new(&directives)
+        .map_err(|e| anyhow::anyhow!("invalid {origin} {directives:?}: {e}"))
 }
 
 /// The multi-threaded runtime the service subcommands run on.
@@ -89,7 +104,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--demo-speedup: must be a positive number");
     }
     let mut config = load_config(&args.store, args.listen)?;
-    init_logging(&config);
+    init_logging(&config)?;
     let demo = args.demo.then(|| DemoOptions {
         speedup: args.demo_speedup,
         ..DemoOptions::default()
@@ -280,4 +295,25 @@ async fn shutdown_signal() {
         () = term => {},
     }
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn a_log_filter_that_does_not_parse_is_refused_by_its_origin() {
+        assert!(log_filter(None, "info,qbets=debug").is_ok());
+        assert!(log_filter(Some("warn".into()), "info").is_ok());
+        let e = log_filter(None, "[[[[").unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid setting log.filter \"[[[[\": "),
+            "{e}"
+        );
+        // RUST_LOG wins over the configuration, a bad one included.
+        let e = log_filter(Some("qbets=loud".into()), "info")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("invalid RUST_LOG \"qbets=loud\": "), "{e}");
+    }
 }

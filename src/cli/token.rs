@@ -50,7 +50,7 @@ fn parse_scope(s: &str) -> Result<Scope, String> {
 /// Runs `qbets token`.
 pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.store, None)?;
-    init_logging(&config);
+    init_logging(&config)?;
     let url = config.database_url.clone();
     runtime()?.block_on(async move {
         with_store(&url, Tokens(args.command))
