@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -25,6 +25,7 @@ use crate::service::planning::{PredictorOracle, oracle_for};
 use crate::service::reservations::{self as resv, ReservationError, new_uid, plan_fields};
 use crate::store::{
     NewCoallocation, NewReservation, Reservation, ReservationEvent, ReservationRequest, Store,
+    StoreError,
 };
 
 /// The routes of this resource.
@@ -693,19 +694,81 @@ fn check_command(fields: &mut Fields, name: &str, command: &str) {
     }
 }
 
+/// Longest `Idempotency-Key` taken.
+const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// The request's `Idempotency-Key`, when it sends one: 1 to 255 visible ASCII
+/// characters, bare (`abc-123`) or as a structured-field string (`"abc-123"`).
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default();
+    let key = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text);
+    if key.is_empty()
+        || key.len() > MAX_IDEMPOTENCY_KEY
+        || !key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(ApiError::field(
+            "Idempotency-Key",
+            format!("must be 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"),
+        ));
+    }
+    Ok(Some(key.to_string()))
+}
+
+/// The answer to a request whose key already made `existing`: that reservation as it
+/// stands now (200), when the request asks for the same; a conflict when it asks for
+/// something else.
+async fn replayed<S: Store>(
+    state: &AppState<S>,
+    existing: Reservation,
+    asked: &ReservationRequest,
+    key: &str,
+) -> ApiResult<(StatusCode, Json<ReservationView>)> {
+    let same = ReservationRequest {
+        uid: existing.request.uid.clone(),
+        ..asked.clone()
+    } == existing.request;
+    if !same {
+        return Err(ApiError::Conflict(format!(
+            "Idempotency-Key {key:?} already made reservation {} with other parameters; \
+             a new request needs a new key",
+            existing.request.uid
+        )));
+    }
+    let events = state.store.reservation_events(existing.id).await?;
+    Ok((
+        StatusCode::OK,
+        Json(reservation_view(existing, Some(events))),
+    ))
+}
+
 /// Makes a managed reservation: planned now, re-planned while it waits, submitted at
-/// its planned time through the site's scheduler.
+/// its planned time through the site's scheduler. With an `Idempotency-Key`, a retried
+/// request (a lost answer, a proxy's 502) gets the reservation its key already made
+/// instead of a second one.
 #[utoipa::path(
     post, path = "/v1/reservations", tag = "reservations", operation_id = "post_reservation",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "A key of the client's \
+            choosing (1 to 255 visible ASCII characters, e.g. a UUID), unique per request it \
+            means: a request with a key the token already used for the same parameters \
+            answers 200 with that reservation and makes none; for other parameters, 409.")
+    ),
     request_body = ReservationIn,
     responses(
         (status = 201, description = "The reservation, planned", body = ReservationView, links(
             ("get" = (operation_id = "get_reservation", parameters(("id" = "$response.body#/id")))),
             ("cancel" = (operation_id = "delete_reservation", parameters(("id" = "$response.body#/id"))))
         )),
+        (status = 200, description = "The reservation this Idempotency-Key already made (a retried request), as it stands now", body = ReservationView),
         (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The site takes no reservations (no submit target)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The site takes no reservations (no submit target), or the Idempotency-Key was used for other parameters", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No submission time meets the probability", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -713,8 +776,10 @@ fn check_command(fields: &mut Fields, name: &str, command: &str) {
 pub async fn post_reservation<S: Store>(
     caller: Authorized<Reserve>,
     State(state): State<AppState<S>>,
+    headers: HeaderMap,
     ApiJson(b): ApiJson<ReservationIn>,
 ) -> ApiResult<(StatusCode, Json<ReservationView>)> {
+    let key = idempotency_key(&headers)?;
     let mut fields = Fields::new();
     let parsed = parse_varq(
         &mut fields,
@@ -731,6 +796,32 @@ pub async fn post_reservation<S: Store>(
     check_command(&mut fields, "command", &b.command);
     fields.finish()?;
     let parsed = parsed.ok_or_else(|| ApiError::BadRequest("invalid request".into()))?;
+    let request = ReservationRequest {
+        uid: new_uid("r"),
+        owner: caller.token.name.clone(),
+        site: parsed.site.clone(),
+        queue: parsed.queue.clone(),
+        nodes: i64::from(parsed.req.nodes),
+        walltime_s: parsed.req.walltime_s as i64,
+        start_at: parsed.req.start_at,
+        min_probability: parsed.req.min_probability,
+        confidence: parsed.req.confidence,
+        mode: parsed.req.mode,
+        step_s: parsed.req.step_s as i64,
+        command: b.command,
+        run_mode: b.run_mode.unwrap_or_default(),
+    };
+    let made_with_key = async |key: &str| {
+        state
+            .store
+            .reservation_by_idempotency_key(&request.owner, key)
+            .await
+    };
+    if let Some(k) = &key
+        && let Some(existing) = made_with_key(k).await?
+    {
+        return replayed(&state, existing, &request, k).await;
+    }
     let oracle = oracle(&state, &parsed.site, &parsed.queue).await?;
     if state.submitters.get(&parsed.site).is_none() {
         return Err(ApiError::Conflict(format!(
@@ -740,24 +831,10 @@ pub async fn post_reservation<S: Store>(
     }
     let (plan, _) = varq_decision(&parsed, &oracle)?;
     let now = state.clock.now();
-    let r = state
+    let inserted = state
         .store
         .insert_reservation(&NewReservation {
-            request: ReservationRequest {
-                uid: new_uid("r"),
-                owner: caller.token.name.clone(),
-                site: parsed.site,
-                queue: parsed.queue,
-                nodes: i64::from(parsed.req.nodes),
-                walltime_s: parsed.req.walltime_s as i64,
-                start_at: parsed.req.start_at,
-                min_probability: parsed.req.min_probability,
-                confidence: parsed.req.confidence,
-                mode: parsed.req.mode,
-                step_s: parsed.req.step_s as i64,
-                command: b.command,
-                run_mode: b.run_mode.unwrap_or_default(),
-            },
+            request: request.clone(),
             state: ReservationState::Planned,
             plan: Some(plan_fields(&plan)),
             at_risk: false,
@@ -769,8 +846,19 @@ pub async fn post_reservation<S: Store>(
                 plan.probability
             ),
             created_at: now,
+            idempotency_key: key.clone(),
         })
-        .await?;
+        .await;
+    let r = match (inserted, &key) {
+        // A concurrent request with the same key stored its reservation first.
+        (Err(StoreError::Conflict(e)), Some(k)) => {
+            let existing = made_with_key(k)
+                .await?
+                .ok_or_else(|| ApiError::Internal(format!("a conflict without its row: {e}")))?;
+            return replayed(&state, existing, &request, k).await;
+        }
+        (inserted, _) => inserted?,
+    };
     let events = state.store.reservation_events(r.id).await?;
     Ok((StatusCode::CREATED, Json(reservation_view(r, Some(events)))))
 }
@@ -1128,6 +1216,7 @@ pub async fn post_coallocation<S: Store>(
                         q.plan.probability
                     ),
                     created_at: now,
+                    idempotency_key: None,
                 })
                 .await?;
         }

@@ -741,6 +741,13 @@ pub trait Store: Clone + Send + Sync + 'static {
         uid: &str,
     ) -> impl Future<Output = StoreResult<Option<Reservation>>> + Send;
 
+    /// The reservation `owner` made with this `Idempotency-Key`, if any.
+    fn reservation_by_idempotency_key(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> impl Future<Output = StoreResult<Option<Reservation>>> + Send;
+
     /// Reservations, newest first, of one owner (or everyone's), at most `limit`.
     fn reservations(
         &self,

@@ -12,9 +12,9 @@ macro_rules! reservation_store_methods {
             "INSERT INTO reservations (uid, owner, site, queue, nodes, walltime_s, start_at, \
                min_probability, confidence, mode, step_s, command, run_mode, state, submit_at, \
                advertised_walltime_s, probability, at_risk, planned_at, coallocation_id, \
-               coalloc_index, created_at, updated_at) \
+               coalloc_index, created_at, updated_at, idempotency_key) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-               $18, $19, $20, $21, $19, $19) RETURNING ",
+               $18, $19, $20, $21, $19, $19, $22) RETURNING ",
             reservation_columns!()
         ))
         .bind(&q.uid)
@@ -38,6 +38,7 @@ macro_rules! reservation_store_methods {
         .bind(r.created_at)
         .bind(r.coallocation.map(|c| c.0))
         .bind(r.coallocation.map(|c| c.1))
+        .bind(&r.idempotency_key)
         .fetch_one(&mut *tx)
         .await
         .map_err(db_error)?;
@@ -63,6 +64,25 @@ macro_rules! reservation_store_methods {
             " FROM reservations WHERE uid = $1"
         ))
         .bind(uid)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .map(Reservation::try_from)
+        .transpose()
+    }
+
+    async fn reservation_by_idempotency_key(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<Reservation>> {
+        sqlx::query_as::<_, ReservationRow>(concat!(
+            "SELECT ",
+            reservation_columns!(),
+            " FROM reservations WHERE owner = $1 AND idempotency_key = $2"
+        ))
+        .bind(owner)
+        .bind(key)
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?

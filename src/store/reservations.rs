@@ -55,6 +55,9 @@ pub struct NewReservation {
     pub reason: String,
     /// Unix seconds.
     pub created_at: i64,
+    /// The client's `Idempotency-Key`, unique per owner: a second reservation with the
+    /// same owner and key is refused as [`StoreError::Conflict`].
+    pub idempotency_key: Option<String>,
 }
 
 /// A plan as stored.

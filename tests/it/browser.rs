@@ -431,6 +431,7 @@ impl StoreTask for SeedFinished {
                     coallocation: None,
                     reason: "finished before the test".into(),
                     created_at: start_at - 3600,
+                    idempotency_key: None,
                 })
                 .await
                 .unwrap();

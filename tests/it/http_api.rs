@@ -559,6 +559,29 @@ async fn cors_answers_only_configured_origins() {
     );
     let res = app.send(preflight("https://evil.example")).await;
     assert!(res.headers.get("access-control-allow-origin").is_none());
+    // A portal may send its token and an Idempotency-Key with a reservation.
+    let res = app
+        .send(
+            axum::http::Request::builder()
+                .method("OPTIONS")
+                .uri("/v1/reservations")
+                .header("origin", "https://portal.example")
+                .header("access-control-request-method", "POST")
+                .header(
+                    "access-control-request-headers",
+                    "authorization,content-type,idempotency-key",
+                )
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await;
+    let allowed = res.headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for h in ["authorization", "content-type", "idempotency-key"] {
+        assert!(allowed.contains(h), "{allowed}");
+    }
 
     let closed = TestApp::new().await;
     let res = closed.send(preflight("https://portal.example")).await;

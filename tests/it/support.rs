@@ -314,10 +314,29 @@ impl TestApp {
         content_type: &str,
         body: String,
     ) -> TestResponse {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header(header::CONTENT_TYPE, content_type);
+        self.with_headers(
+            method,
+            uri,
+            token,
+            &[(header::CONTENT_TYPE.as_str(), content_type)],
+            body,
+        )
+        .await
+    }
+
+    /// A request with these headers (and a bearer token when given).
+    pub async fn with_headers(
+        &self,
+        method: &str,
+        uri: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: String,
+    ) -> TestResponse {
+        let mut req = Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
         if let Some(t) = token {
             req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
         }

@@ -6,7 +6,7 @@ use qbets::store::Scope;
 use serde_json::{Value, json};
 
 use super::{SITE, history, local_site};
-use crate::support::{TEST_NOW, TestApp};
+use crate::support::{TEST_NOW, TestApp, TestDb, TestResponse, postgres_url};
 
 fn iso(t: i64) -> String {
     qbets::service::format_unix(t)
@@ -18,7 +18,14 @@ fn unix(v: &Value) -> i64 {
 
 /// A live site `local` with queues `debug` and `long`, each with 300 jobs of history.
 pub(crate) async fn app_with_history() -> (TestApp, String) {
-    let app = TestApp::with_config(|c| c.sites = vec![local_site()]).await;
+    app_with_history_on(TestDb::fresh().await).await
+}
+
+/// [`app_with_history`] on this database.
+async fn app_with_history_on(db: TestDb) -> (TestApp, String) {
+    let app = TestApp::on(db)
+        .adjusted(|c| c.sites = vec![local_site()])
+        .await;
     let admin = app.token("admin", Scope::Admin).await;
     let r = app
         .json(
@@ -406,4 +413,114 @@ async fn the_openapi_request_examples_are_taken() {
             "put /v1/sites/{site}"
         ]
     );
+}
+
+/// `POST /v1/reservations` with this Idempotency-Key.
+async fn post_keyed(app: &TestApp, token: &str, key: &str, body: &Value) -> TestResponse {
+    let headers = [
+        ("content-type", "application/json"),
+        ("idempotency-key", key),
+    ];
+    app.with_headers(
+        "POST",
+        "/v1/reservations",
+        Some(token),
+        &headers,
+        body.to_string(),
+    )
+    .await
+}
+
+/// The ids of the token's reservations, newest first.
+async fn reservation_ids(app: &TestApp, token: &str) -> Vec<String> {
+    let list = app.get("/v1/reservations", Some(token)).await.json();
+    list["reservations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A retried POST with an Idempotency-Key gets the reservation its key made, never a
+/// second one: sequentially, concurrently, per token; other parameters under the same
+/// key are a conflict, and a malformed key is a 400 naming the header.
+async fn idempotency_story(db: TestDb) {
+    let (app, _) = app_with_history_on(db).await;
+    let alice = app.token("alice", Scope::Reserve).await;
+    let bob = app.token("bob", Scope::Reserve).await;
+    let mut body = varq(TEST_NOW + 3600, 0.9);
+    body["command"] = json!("hostname");
+    let first = post_keyed(&app, &alice, "job-42", &body).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    let made = first.json();
+    // The retry (same key, same request) answers 200 with that reservation.
+    let again = post_keyed(&app, &alice, "job-42", &body).await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(again.json()["id"], made["id"]);
+    assert_eq!(again.json()["plan"], made["plan"]);
+    // The same key as a structured-field string is the same key.
+    let quoted = post_keyed(&app, &alice, "\"job-42\"", &body).await;
+    assert_eq!(quoted.json()["id"], made["id"], "{}", quoted.text());
+    assert_eq!(
+        reservation_ids(&app, &alice).await,
+        [made["id"].as_str().unwrap()]
+    );
+
+    // Another request under a used key: a conflict naming the reservation it made.
+    let mut other = body.clone();
+    other["nodes"] = json!(2);
+    let p = post_keyed(&app, &alice, "job-42", &other)
+        .await
+        .problem(409);
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains(made["id"].as_str().unwrap()),
+        "{p}"
+    );
+    // Keys are per token: Bob's "job-42" is his own.
+    let bobs = post_keyed(&app, &bob, "job-42", &body).await;
+    assert_eq!(bobs.status, 201, "{}", bobs.text());
+    assert_ne!(bobs.json()["id"], made["id"]);
+
+    // Two requests with one new key at once: one reservation, both answers name it.
+    let (a, b) = tokio::join!(
+        post_keyed(&app, &alice, "job-43", &body),
+        post_keyed(&app, &alice, "job-43", &body)
+    );
+    let mut statuses = [a.status.as_u16(), b.status.as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 201], "{} / {}", a.text(), b.text());
+    assert_eq!(a.json()["id"], b.json()["id"]);
+    assert_eq!(reservation_ids(&app, &alice).await.len(), 2);
+
+    // Without a key every POST makes one; a malformed key makes none.
+    assert_eq!(
+        app.json("POST", "/v1/reservations", Some(&alice), &body)
+            .await
+            .status,
+        201
+    );
+    for bad in ["", "\"\"", "a b", &"k".repeat(256)] {
+        let p = post_keyed(&app, &alice, bad, &body).await.problem(400);
+        assert_eq!(p["errors"][0]["field"], "Idempotency-Key", "{bad:?}: {p}");
+    }
+    assert_eq!(reservation_ids(&app, &alice).await.len(), 3);
+}
+
+#[tokio::test]
+async fn idempotency_keys_make_one_reservation_on_sqlite() {
+    idempotency_story(TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn idempotency_keys_make_one_reservation_on_postgres() {
+    // Runs when the suite has a PostgreSQL (scripts/test sets TEST_DATABASE_URL).
+    let Some(url) = postgres_url() else {
+        eprintln!("TEST_DATABASE_URL is not set: the PostgreSQL half of this story did not run");
+        return;
+    };
+    idempotency_story(TestDb::postgres(&url).await).await;
 }

@@ -112,6 +112,7 @@ async fn seed_in<S: Store>(
             coallocation,
             reason: "planned by the test".into(),
             created_at: submit_at,
+            idempotency_key: None,
         })
         .await
         .unwrap()
