@@ -1170,57 +1170,60 @@ pub async fn post_coallocation<S: Store>(
     }
     let plan = covarq_plan(&state, &co).await?;
     let now = state.clock.now();
-    let c = state
-        .store
-        .insert_coallocation(&NewCoallocation {
-            uid: new_uid("c"),
-            owner: caller.token.name.clone(),
-            p_all: plan.p_all,
-            p_indep: plan.p_indep,
-            p_expected: plan.p_expected,
-            count: co.items.len() as i64,
-            created_at: now,
-        })
-        .await?;
+    let uid = new_uid("c");
+    let mut members = Vec::new();
     for r in &plan.reservations {
         let item = &co.items[r.reservation];
         for q in &r.requests {
-            state
-                .store
-                .insert_reservation(&NewReservation {
-                    request: ReservationRequest {
-                        uid: new_uid("r"),
-                        owner: caller.token.name.clone(),
-                        site: q.candidate.0.clone(),
-                        queue: q.candidate.1.clone(),
-                        nodes: i64::from(item.req.nodes),
-                        walltime_s: item.req.walltime_s as i64,
-                        start_at: item.req.start_at,
-                        // Re-planned against its own promise: at risk when it falls below.
-                        min_probability: q.plan.probability.clamp(1e-9, 1.0 - 1e-9),
-                        confidence: item.req.confidence,
-                        mode: Mode::MaxProbability,
-                        step_s: item.req.step_s as i64,
-                        command: co.commands[r.reservation].clone(),
-                        run_mode: b.run_mode.unwrap_or_default(),
-                    },
-                    state: ReservationState::Planned,
-                    plan: Some(plan_fields(&q.plan)),
-                    at_risk: false,
-                    coallocation: Some((c.id, r.reservation as i64)),
-                    reason: format!(
-                        "planned for co-allocation {} reservation {}: submit at {} (p = {:.3})",
-                        c.uid,
-                        r.reservation,
-                        format_time(q.plan.submit_at),
-                        q.plan.probability
-                    ),
-                    created_at: now,
-                    idempotency_key: None,
-                })
-                .await?;
+            members.push(NewReservation {
+                request: ReservationRequest {
+                    uid: new_uid("r"),
+                    owner: caller.token.name.clone(),
+                    site: q.candidate.0.clone(),
+                    queue: q.candidate.1.clone(),
+                    nodes: i64::from(item.req.nodes),
+                    walltime_s: item.req.walltime_s as i64,
+                    start_at: item.req.start_at,
+                    // Re-planned against its own promise: at risk when it falls below.
+                    min_probability: q.plan.probability.clamp(1e-9, 1.0 - 1e-9),
+                    confidence: item.req.confidence,
+                    mode: Mode::MaxProbability,
+                    step_s: item.req.step_s as i64,
+                    command: co.commands[r.reservation].clone(),
+                    run_mode: b.run_mode.unwrap_or_default(),
+                },
+                state: ReservationState::Planned,
+                plan: Some(plan_fields(&q.plan)),
+                at_risk: false,
+                // The co-allocation's id is the store's, given as it stores them.
+                coallocation: Some((0, r.reservation as i64)),
+                reason: format!(
+                    "planned for co-allocation {uid} reservation {}: submit at {} (p = {:.3})",
+                    r.reservation,
+                    format_time(q.plan.submit_at),
+                    q.plan.probability
+                ),
+                created_at: now,
+                idempotency_key: None,
+            });
         }
     }
+    // The co-allocation and all its members, or nothing: never one without the others.
+    let c = state
+        .store
+        .insert_coallocation(
+            &NewCoallocation {
+                uid,
+                owner: caller.token.name.clone(),
+                p_all: plan.p_all,
+                p_indep: plan.p_indep,
+                p_expected: plan.p_expected,
+                count: co.items.len() as i64,
+                created_at: now,
+            },
+            &members,
+        )
+        .await?;
     coallocation_out(&state, c)
         .await
         .map(|o| (StatusCode::CREATED, Json(o)))

@@ -805,10 +805,13 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Per site and queue: finished reservations, successes, mean predicted probability.
     fn calibration(&self) -> impl Future<Output = StoreResult<Vec<Calibration>>> + Send;
 
-    /// Stores a co-allocation (its members are inserted with [`Store::insert_reservation`]).
+    /// Stores a co-allocation and its member reservations (each with its first event), all
+    /// or nothing. A member's `coallocation` gives its reservation index; the id is the new
+    /// co-allocation's.
     fn insert_coallocation(
         &self,
         c: &NewCoallocation,
+        members: &[NewReservation],
     ) -> impl Future<Output = StoreResult<Coallocation>> + Send;
 
     /// The co-allocation of this public id.

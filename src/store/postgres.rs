@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::common::{common_store_methods, token_conflict};
-use super::reservation_sql::reservation_store_methods;
+use super::reservation_sql::{insert_reservation_in, reservation_store_methods};
 use super::reservations::{
     CalibrationRow, CoallocationRow, EventRow, ReservationRow, coallocation_columns, mode_name,
     reservation_columns,

@@ -3,10 +3,13 @@
 //! locked (`FOR UPDATE SKIP LOCKED`); SQLite has one writer at a time anyway.
 //! Expects `self.pool` and the row types in scope.
 
-macro_rules! reservation_store_methods {
-    ($lock:literal) => {
-    async fn insert_reservation(&self, r: &NewReservation) -> StoreResult<Reservation> {
-        let mut tx = self.pool.begin().await.map_err(db_error)?;
+/// Inserts reservation `$r` (a `&NewReservation`) with its first event in transaction
+/// `$tx`, as a member of co-allocation `$coallocation` (`Option<(id, index)>`); evaluates
+/// to the stored [`Reservation`] (`?` on errors).
+macro_rules! insert_reservation_in {
+    ($tx:expr, $r:expr, $coallocation:expr) => {{
+        let r: &NewReservation = $r;
+        let coallocation: Option<(i64, i64)> = $coallocation;
         let (plan, q) = (r.plan, &r.request);
         let row = sqlx::query_as::<_, ReservationRow>(concat!(
             "INSERT INTO reservations (uid, owner, site, queue, nodes, walltime_s, start_at, \
@@ -36,10 +39,10 @@ macro_rules! reservation_store_methods {
         .bind(plan.map(|p| p.probability))
         .bind(r.at_risk)
         .bind(r.created_at)
-        .bind(r.coallocation.map(|c| c.0))
-        .bind(r.coallocation.map(|c| c.1))
+        .bind(coallocation.map(|c| c.0))
+        .bind(coallocation.map(|c| c.1))
         .bind(&r.idempotency_key)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut *$tx)
         .await
         .map_err(db_error)?;
         let stored = Reservation::try_from(row)?;
@@ -50,9 +53,18 @@ macro_rules! reservation_store_methods {
         .bind(r.created_at)
         .bind(r.state.as_str())
         .bind(&r.reason)
-        .execute(&mut *tx)
+        .execute(&mut *$tx)
         .await
         .map_err(db_error)?;
+        stored
+    }};
+}
+
+macro_rules! reservation_store_methods {
+    ($lock:literal) => {
+    async fn insert_reservation(&self, r: &NewReservation) -> StoreResult<Reservation> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let stored = insert_reservation_in!(tx, r, r.coallocation);
         tx.commit().await.map_err(db_error)?;
         Ok(stored)
     }
@@ -281,8 +293,13 @@ macro_rules! reservation_store_methods {
         Ok(rows.into_iter().map(Calibration::from).collect())
     }
 
-    async fn insert_coallocation(&self, c: &NewCoallocation) -> StoreResult<Coallocation> {
-        Ok(sqlx::query_as::<_, CoallocationRow>(concat!(
+    async fn insert_coallocation(
+        &self,
+        c: &NewCoallocation,
+        members: &[NewReservation],
+    ) -> StoreResult<Coallocation> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let stored: Coallocation = sqlx::query_as::<_, CoallocationRow>(concat!(
             "INSERT INTO coallocations (uid, owner, p_all, p_indep, p_expected, count, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ",
             coallocation_columns!()
@@ -294,10 +311,16 @@ macro_rules! reservation_store_methods {
         .bind(c.p_expected)
         .bind(c.count)
         .bind(c.created_at)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await
         .map_err(db_error)?
-        .into())
+        .into();
+        for m in members {
+            let index = m.coallocation.map_or(0, |(_, i)| i);
+            insert_reservation_in!(tx, m, Some((stored.id, index)));
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(stored)
     }
 
     async fn coallocation(&self, uid: &str) -> StoreResult<Option<Coallocation>> {
@@ -327,4 +350,4 @@ macro_rules! reservation_store_methods {
     }
     };
 }
-pub(super) use reservation_store_methods;
+pub(super) use {insert_reservation_in, reservation_store_methods};

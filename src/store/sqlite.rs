@@ -9,7 +9,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Acquire, AssertSqlSafe, SqlitePool};
 
 use super::common::{common_store_methods, token_conflict};
-use super::reservation_sql::reservation_store_methods;
+use super::reservation_sql::{insert_reservation_in, reservation_store_methods};
 use super::reservations::{
     CalibrationRow, CoallocationRow, EventRow, ReservationRow, coallocation_columns, mode_name,
     reservation_columns,

@@ -1,6 +1,7 @@
 //! One story over the storage interface, run unchanged on SQLite and on PostgreSQL:
 //! sites, queues with limits, idempotent job import, keyset paging in rebuild order,
-//! start windows, live upserts (a requeued job starts over), predicted bounds, tokens and rejects.
+//! start windows, live upserts (a requeued job starts over), predicted bounds, tokens and rejects;
+//! co-allocations stored with their members or not at all.
 
 use futures_util::TryStreamExt;
 use qbets::store::{
@@ -526,4 +527,88 @@ fn ok_bound(id: i64, bound_s: i64) -> JobBound {
         bound_s: Some(bound_s),
         status: "ok".into(),
     }
+}
+
+#[tokio::test]
+async fn coallocations_are_stored_whole_on_sqlite() {
+    let db = TestDb::sqlite();
+    coallocation_story(SqliteStore::connect(db.url()).await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn coallocations_are_stored_whole_on_postgres() {
+    let Some(admin) = postgres_url() else {
+        eprintln!("coallocations_are_stored_whole_on_postgres: TEST_DATABASE_URL not set");
+        return;
+    };
+    let db = TestDb::postgres(&admin).await;
+    coallocation_story(PgStore::connect(db.url()).await.unwrap()).await;
+}
+
+/// A co-allocation and its members are stored together or not at all: a member the
+/// store refuses leaves neither the co-allocation nor the members before it.
+async fn coallocation_story<S: Store>(store: S) {
+    use qbets::plan::lifecycle::{ReservationState, RunMode};
+    use qbets::plan::varq::Mode;
+    use qbets::store::{NewCoallocation, NewReservation, ReservationRequest};
+
+    let member = |uid: &str, index: i64, nodes: i64| NewReservation {
+        request: ReservationRequest {
+            uid: uid.into(),
+            owner: "alice".into(),
+            site: "a".into(),
+            queue: "q".into(),
+            nodes,
+            walltime_s: 60,
+            start_at: 2_000_000_000,
+            min_probability: 0.9,
+            confidence: 0.95,
+            mode: Mode::MaxProbability,
+            step_s: 30,
+            command: "hostname".into(),
+            run_mode: RunMode::Hold,
+        },
+        state: ReservationState::Planned,
+        plan: None,
+        at_risk: false,
+        coallocation: Some((0, index)),
+        reason: "planned".into(),
+        created_at: 1_900_000_000,
+        idempotency_key: None,
+    };
+    store.migrate().await.unwrap();
+    let co = |uid: &str| NewCoallocation {
+        uid: uid.into(),
+        owner: "alice".into(),
+        p_all: 0.9,
+        p_indep: 0.95,
+        p_expected: 0.95,
+        count: 2,
+        created_at: 1_900_000_000,
+    };
+    // The second member has no nodes, which the store refuses.
+    let refused = store
+        .insert_coallocation(&co("c-bad"), &[member("r-1", 0, 1), member("r-2", 1, 0)])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Invalid(_))),
+        "{refused:?}"
+    );
+    assert!(store.coallocation("c-bad").await.unwrap().is_none());
+    assert!(store.reservation("r-1").await.unwrap().is_none());
+
+    let c = store
+        .insert_coallocation(&co("c-ok"), &[member("r-1", 0, 1), member("r-2", 1, 4)])
+        .await
+        .unwrap();
+    let members = store.coallocation_members(c.id).await.unwrap();
+    let got: Vec<_> = members
+        .iter()
+        .map(|r| (r.request.uid.as_str(), r.coallocation))
+        .collect();
+    assert_eq!(got, [("r-1", Some((c.id, 0))), ("r-2", Some((c.id, 1)))]);
+    assert_eq!(
+        store.reservation_events(members[1].id).await.unwrap().len(),
+        1
+    );
 }

@@ -325,15 +325,18 @@ async fn redundant_requests<S: Store>(store: S) {
     let now = real_now();
     let clock = FixedClock::at(now);
     let c = store
-        .insert_coallocation(&NewCoallocation {
-            uid: new_uid("c"),
-            owner: "alice".into(),
-            p_all: 0.9,
-            p_indep: 0.9,
-            p_expected: 0.95,
-            count: 1,
-            created_at: now,
-        })
+        .insert_coallocation(
+            &NewCoallocation {
+                uid: new_uid("c"),
+                owner: "alice".into(),
+                p_all: 0.9,
+                p_indep: 0.9,
+                p_expected: 0.95,
+                count: 1,
+                created_at: now,
+            },
+            &[],
+        )
         .await
         .unwrap();
     let a = seed_in(
