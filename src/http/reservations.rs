@@ -720,6 +720,14 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(Some(key.to_string()))
 }
 
+/// A key sent again with other parameters than those it made `what` with.
+fn key_reused(key: &str, what: &str, uid: &str) -> ApiError {
+    ApiError::Conflict(format!(
+        "Idempotency-Key {key:?} already made {what} {uid} with other parameters; \
+         a new request needs a new key"
+    ))
+}
+
 /// The answer to a request whose key already made `existing`: that reservation as it
 /// stands now (200), when the request asks for the same; a conflict when it asks for
 /// something else.
@@ -734,11 +742,7 @@ async fn replayed<S: Store>(
         ..asked.clone()
     } == existing.request;
     if !same {
-        return Err(ApiError::Conflict(format!(
-            "Idempotency-Key {key:?} already made reservation {} with other parameters; \
-             a new request needs a new key",
-            existing.request.uid
-        )));
+        return Err(key_reused(key, "reservation", &existing.request.uid));
     }
     let events = state.store.reservation_events(existing.id).await?;
     Ok((
@@ -1144,13 +1148,20 @@ pub async fn post_covarq_plan<S: Store>(
 /// request of a reservation has started in time, the others of it are cancelled.
 #[utoipa::path(
     post, path = "/v1/coallocations", tag = "reservations", operation_id = "post_coallocation",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "As for POST \
+            /v1/reservations: a request with a key the token already used for the same \
+            parameters answers 200 with that co-allocation and makes none; for other \
+            parameters, 409.")
+    ),
     request_body = CovarqIn,
     responses(
         (status = 201, description = "The co-allocation and its reservations", body = CoallocationOut, links(
             ("get" = (operation_id = "get_coallocation", parameters(("id" = "$response.body#/id"))))
         )),
+        (status = 200, description = "The co-allocation this Idempotency-Key already made (a retried request), as it stands now", body = CoallocationOut),
         (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A candidate site takes no reservations", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A candidate site takes no reservations, or the Idempotency-Key was used for other parameters", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A reservation cannot reach P_indep", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -1158,9 +1169,43 @@ pub async fn post_covarq_plan<S: Store>(
 pub async fn post_coallocation<S: Store>(
     caller: Authorized<Reserve>,
     State(state): State<AppState<S>>,
+    headers: HeaderMap,
     ApiJson(b): ApiJson<CovarqIn>,
 ) -> ApiResult<(StatusCode, Json<CoallocationOut>)> {
+    let key = idempotency_key(&headers)?;
     let co = parse_covarq(&b, true)?;
+    let owner = &caller.token.name;
+    let run_mode = b.run_mode.unwrap_or_default();
+    let digest = resv::request_digest(&serde_json::json!({
+        "reservations": co.items.iter().zip(&co.commands)
+            .map(|(p, command)| serde_json::json!({"request": p.req, "command": command}))
+            .collect::<Vec<_>>(),
+        "candidates": co.candidates,
+        "p_all": co.p_all,
+        "run_mode": run_mode,
+    }));
+    // A retry gets the co-allocation its key made, when it asks for the same.
+    let replay = async |key: &str| -> ApiResult<(StatusCode, Json<CoallocationOut>)> {
+        let existing = state
+            .store
+            .coallocation_by_idempotency_key(owner, key)
+            .await?
+            .ok_or_else(|| ApiError::Internal("a keyed co-allocation vanished".into()))?;
+        if existing.request_digest.as_deref() != Some(digest.as_str()) {
+            return Err(key_reused(key, "co-allocation", &existing.uid));
+        }
+        let out = coallocation_out(&state, existing).await?;
+        Ok((StatusCode::OK, Json(out)))
+    };
+    if let Some(k) = &key
+        && state
+            .store
+            .coallocation_by_idempotency_key(owner, k)
+            .await?
+            .is_some()
+    {
+        return replay(k).await;
+    }
     for (site, _) in &co.candidates {
         if state.submitters.get(site).is_none() {
             return Err(ApiError::Conflict(format!(
@@ -1178,7 +1223,7 @@ pub async fn post_coallocation<S: Store>(
             members.push(NewReservation {
                 request: ReservationRequest {
                     uid: new_uid("r"),
-                    owner: caller.token.name.clone(),
+                    owner: owner.clone(),
                     site: q.candidate.0.clone(),
                     queue: q.candidate.1.clone(),
                     nodes: i64::from(item.req.nodes),
@@ -1190,7 +1235,7 @@ pub async fn post_coallocation<S: Store>(
                     mode: Mode::MaxProbability,
                     step_s: item.req.step_s as i64,
                     command: co.commands[r.reservation].clone(),
-                    run_mode: b.run_mode.unwrap_or_default(),
+                    run_mode,
                 },
                 state: ReservationState::Planned,
                 plan: Some(plan_fields(&q.plan)),
@@ -1209,21 +1254,27 @@ pub async fn post_coallocation<S: Store>(
         }
     }
     // The co-allocation and all its members, or nothing: never one without the others.
-    let c = state
+    let inserted = state
         .store
         .insert_coallocation(
             &NewCoallocation {
                 uid,
-                owner: caller.token.name.clone(),
+                owner: owner.clone(),
                 p_all: plan.p_all,
                 p_indep: plan.p_indep,
                 p_expected: plan.p_expected,
                 count: co.items.len() as i64,
                 created_at: now,
+                idempotency: key.clone().map(|k| (k, digest.clone())),
             },
             &members,
         )
-        .await?;
+        .await;
+    let c = match (inserted, &key) {
+        // A concurrent request with the same key stored its co-allocation first.
+        (Err(StoreError::Conflict(_)), Some(k)) => return replay(k).await,
+        (inserted, _) => inserted?,
+    };
     coallocation_out(&state, c)
         .await
         .map(|o| (StatusCode::CREATED, Json(o)))

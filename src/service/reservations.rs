@@ -72,6 +72,17 @@ pub fn new_uid(prefix: &str) -> String {
     format!("{prefix}{hex}")
 }
 
+/// The digest (SHA-256, hex) of a request's parameters as read, for telling whether a
+/// retry under an `Idempotency-Key` asks for the same: JSON objects serialise with their
+/// keys sorted, so equal parameters give equal digests however the client wrote them.
+pub fn request_digest(parameters: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(parameters.to_string().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The VARQ request a stored reservation stands for.
 pub fn request_of(r: &Reservation) -> VarqRequest {
     VarqRequest {

@@ -820,6 +820,13 @@ pub trait Store: Clone + Send + Sync + 'static {
         uid: &str,
     ) -> impl Future<Output = StoreResult<Option<Coallocation>>> + Send;
 
+    /// The co-allocation `owner` made with this `Idempotency-Key`, if any.
+    fn coallocation_by_idempotency_key(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> impl Future<Output = StoreResult<Option<Coallocation>>> + Send;
+
     /// A co-allocation's reservations, by reservation index.
     fn coallocation_members(
         &self,

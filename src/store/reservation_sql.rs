@@ -300,8 +300,9 @@ macro_rules! reservation_store_methods {
     ) -> StoreResult<Coallocation> {
         let mut tx = self.pool.begin().await.map_err(db_error)?;
         let stored: Coallocation = sqlx::query_as::<_, CoallocationRow>(concat!(
-            "INSERT INTO coallocations (uid, owner, p_all, p_indep, p_expected, count, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ",
+            "INSERT INTO coallocations (uid, owner, p_all, p_indep, p_expected, count, created_at, \
+               idempotency_key, request_digest) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ",
             coallocation_columns!()
         ))
         .bind(&c.uid)
@@ -311,6 +312,8 @@ macro_rules! reservation_store_methods {
         .bind(c.p_expected)
         .bind(c.count)
         .bind(c.created_at)
+        .bind(c.idempotency.as_ref().map(|(key, _)| key))
+        .bind(c.idempotency.as_ref().map(|(_, digest)| digest))
         .fetch_one(&mut *tx)
         .await
         .map_err(db_error)?
@@ -321,6 +324,24 @@ macro_rules! reservation_store_methods {
         }
         tx.commit().await.map_err(db_error)?;
         Ok(stored)
+    }
+
+    async fn coallocation_by_idempotency_key(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<Coallocation>> {
+        Ok(sqlx::query_as::<_, CoallocationRow>(concat!(
+            "SELECT ",
+            coallocation_columns!(),
+            " FROM coallocations WHERE owner = $1 AND idempotency_key = $2"
+        ))
+        .bind(owner)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .map(Coallocation::from))
     }
 
     async fn coallocation(&self, uid: &str) -> StoreResult<Option<Coallocation>> {

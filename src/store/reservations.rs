@@ -194,6 +194,9 @@ pub struct NewCoallocation {
     pub count: i64,
     /// Unix seconds.
     pub created_at: i64,
+    /// The client's `Idempotency-Key` (unique per owner) and the digest of what the
+    /// keyed request asked for.
+    pub idempotency: Option<(String, String)>,
 }
 
 /// A stored co-allocation.
@@ -215,6 +218,9 @@ pub struct Coallocation {
     pub count: i64,
     /// Unix seconds.
     pub created_at: i64,
+    /// The digest of what its keyed request asked for, when it came with an
+    /// `Idempotency-Key`.
+    pub request_digest: Option<String>,
 }
 
 /// Calibration of one site and queue: finished reservations, what was promised and
@@ -245,7 +251,7 @@ macro_rules! reservation_columns {
 /// Columns of `coallocations`.
 macro_rules! coallocation_columns {
     () => {
-        "id, uid, owner, p_all, p_indep, p_expected, count, created_at"
+        "id, uid, owner, p_all, p_indep, p_expected, count, created_at, request_digest"
     };
 }
 pub(super) use {coallocation_columns, reservation_columns};
@@ -375,6 +381,7 @@ pub(super) struct CoallocationRow {
     p_expected: f64,
     count: i64,
     created_at: i64,
+    request_digest: Option<String>,
 }
 
 impl From<CoallocationRow> for Coallocation {
@@ -388,6 +395,7 @@ impl From<CoallocationRow> for Coallocation {
             p_expected: r.p_expected,
             count: r.count,
             created_at: r.created_at,
+            request_digest: r.request_digest,
         }
     }
 }

@@ -585,6 +585,7 @@ async fn coallocation_story<S: Store>(store: S) {
         p_expected: 0.95,
         count: 2,
         created_at: 1_900_000_000,
+        idempotency: None,
     };
     // The second member has no nodes, which the store refuses.
     let refused = store

@@ -417,18 +417,23 @@ async fn the_openapi_request_examples_are_taken() {
 
 /// `POST /v1/reservations` with this Idempotency-Key.
 async fn post_keyed(app: &TestApp, token: &str, key: &str, body: &Value) -> TestResponse {
+    post_keyed_to(app, "/v1/reservations", token, key, body).await
+}
+
+/// `POST uri` with this Idempotency-Key.
+async fn post_keyed_to(
+    app: &TestApp,
+    uri: &str,
+    token: &str,
+    key: &str,
+    body: &Value,
+) -> TestResponse {
     let headers = [
         ("content-type", "application/json"),
         ("idempotency-key", key),
     ];
-    app.with_headers(
-        "POST",
-        "/v1/reservations",
-        Some(token),
-        &headers,
-        body.to_string(),
-    )
-    .await
+    app.with_headers("POST", uri, Some(token), &headers, body.to_string())
+        .await
 }
 
 /// The ids of the token's reservations, newest first.
@@ -508,6 +513,51 @@ async fn idempotency_story(db: TestDb) {
         assert_eq!(p["errors"][0]["field"], "Idempotency-Key", "{bad:?}: {p}");
     }
     assert_eq!(reservation_ids(&app, &alice).await.len(), 3);
+
+    // Co-allocations the same way; the parameters are compared as read, so a walltime
+    // written another way is the same request.
+    let co = |walltime: Value, p_all: f64| {
+        json!({
+            "reservations": [{"nodes": 1, "walltime": walltime, "start_at": iso(TEST_NOW + 3600),
+                              "command": "hostname"}],
+            "candidates": [{"site": SITE, "queue": "debug"}, {"site": SITE, "queue": "long"}],
+            "p_all": p_all,
+        })
+    };
+    let uri = "/v1/coallocations";
+    let first = post_keyed_to(&app, uri, &alice, "co-1", &co(json!(300), 0.99)).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    let made = first.json();
+    let before = reservation_ids(&app, &alice).await.len();
+    let again = post_keyed_to(&app, uri, &alice, "co-1", &co(json!("00:05:00"), 0.99)).await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(again.json()["id"], made["id"]);
+    assert_eq!(again.json()["requests"], made["requests"]);
+    let p = post_keyed_to(&app, uri, &alice, "co-1", &co(json!(300), 0.9))
+        .await
+        .problem(409);
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains(made["id"].as_str().unwrap()),
+        "{p}"
+    );
+    let body = co(json!(300), 0.99);
+    let (a, b) = tokio::join!(
+        post_keyed_to(&app, uri, &alice, "co-2", &body),
+        post_keyed_to(&app, uri, &alice, "co-2", &body)
+    );
+    let mut statuses = [a.status.as_u16(), b.status.as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 201], "{} / {}", a.text(), b.text());
+    assert_eq!(a.json()["id"], b.json()["id"]);
+    let members = made["requests"].as_array().unwrap().len();
+    assert_eq!(
+        reservation_ids(&app, &alice).await.len(),
+        before + members,
+        "the retries made no members, the concurrent pair one set"
+    );
 }
 
 #[tokio::test]

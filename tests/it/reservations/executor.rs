@@ -334,6 +334,7 @@ async fn redundant_requests<S: Store>(store: S) {
                 p_expected: 0.95,
                 count: 1,
                 created_at: now,
+                idempotency: None,
             },
             &[],
         )
