@@ -459,6 +459,7 @@ async fn idempotency_story(db: TestDb) {
     let first = post_keyed(&app, &alice, "job-42", &body).await;
     assert_eq!(first.status, 201, "{}", first.text());
     let made = first.json();
+    let (body_42, made_42) = (body.clone(), made.clone());
     // The retry (same key, same request) answers 200 with that reservation.
     let again = post_keyed(&app, &alice, "job-42", &body).await;
     assert_eq!(again.status, 200, "{}", again.text());
@@ -558,6 +559,13 @@ async fn idempotency_story(db: TestDb) {
         before + members,
         "the retries made no members, the concurrent pair one set"
     );
+
+    // A retry that arrives after start_at still gets its reservation: the key is looked
+    // up before anything is planned.
+    app.clock.set(TEST_NOW + 7200);
+    let late = post_keyed(&app, &alice, "job-42", &body_42).await;
+    assert_eq!(late.status, 200, "{}", late.text());
+    assert_eq!(late.json()["id"], made_42["id"]);
 }
 
 #[tokio::test]
