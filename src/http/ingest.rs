@@ -276,9 +276,8 @@ impl<S: Send + Sync> FromRequest<S> for PushBody {
 
 /// Reads one record's text into a [`JobIn`]: straight from the text when it is one;
 /// otherwise through a JSON tree, which decides as the push always has and names the
-/// fault: `Err` holds the field at fault (relative to the record, when one is) and the
-/// reason.
-fn parse_record(raw: &str) -> Result<JobIn, (Option<(String, String)>, String)> {
+/// fault: `Err` holds the field at fault (relative to the record), when one is, and why.
+fn parse_record(raw: &str) -> Result<JobIn, (Option<String>, String)> {
     if let Ok(j) = serde_json::from_str::<JobIn>(raw) {
         return Ok(j);
     }
@@ -289,7 +288,10 @@ fn parse_record(raw: &str) -> Result<JobIn, (Option<(String, String)>, String)> 
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let reason = e.inner().to_string();
-        (field_at_fault(&e.path().to_string(), &reason), reason)
+        match field_at_fault(&e.path().to_string(), &reason) {
+            Some((field, detail)) => (Some(field), detail),
+            None => (None, reason),
+        }
     })
 }
 
@@ -425,10 +427,7 @@ pub async fn post_jobs<S: Store>(
         };
         let raw = &body.text[range];
         let result = parse_record(raw)
-            .map_err(|(fault, reason)| match fault {
-                Some((field, detail)) => vec![(Some(at(&field)), detail)],
-                None => vec![(None, reason)],
-            })
+            .map_err(|(field, detail)| vec![(field.map(|f| at(&f)), detail)])
             .and_then(|j| read_record(&at, j));
         match result {
             Ok(r) => records.push(r),

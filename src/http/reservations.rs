@@ -751,6 +751,21 @@ async fn replayed<S: Store>(
     ))
 }
 
+/// The answer to a request whose key already made co-allocation `existing`: it as it
+/// stands now (200), when the request's digest matches; a conflict otherwise.
+async fn replayed_coallocation<S: Store>(
+    state: &AppState<S>,
+    existing: crate::store::Coallocation,
+    key: &str,
+    digest: &str,
+) -> ApiResult<(StatusCode, Json<CoallocationOut>)> {
+    if existing.request_digest.as_deref() != Some(digest) {
+        return Err(key_reused(key, "co-allocation", &existing.uid));
+    }
+    let out = coallocation_out(state, existing).await?;
+    Ok((StatusCode::OK, Json(out)))
+}
+
 /// Makes a managed reservation: planned now, re-planned while it waits, submitted at
 /// its planned time through the site's scheduler. With an `Idempotency-Key`, a retried
 /// request (a lost answer, a proxy's 502) gets the reservation its key already made
@@ -1176,35 +1191,28 @@ pub async fn post_coallocation<S: Store>(
     let co = parse_covarq(&b, true)?;
     let owner = &caller.token.name;
     let run_mode = b.run_mode.unwrap_or_default();
-    let digest = resv::request_digest(&serde_json::json!({
-        "reservations": co.items.iter().zip(&co.commands)
-            .map(|(p, command)| serde_json::json!({"request": p.req, "command": command}))
-            .collect::<Vec<_>>(),
-        "candidates": co.candidates,
-        "p_all": co.p_all,
-        "run_mode": run_mode,
-    }));
-    // A retry gets the co-allocation its key made, when it asks for the same.
-    let replay = async |key: &str| -> ApiResult<(StatusCode, Json<CoallocationOut>)> {
-        let existing = state
+    // With a key, the digest of what the request asks for, which a retry must match.
+    let idempotency = key.map(|k| {
+        let digest = resv::request_digest(&serde_json::json!({
+            "reservations": co.items.iter().zip(&co.commands)
+                .map(|(p, command)| serde_json::json!({"request": p.req, "command": command}))
+                .collect::<Vec<_>>(),
+            "candidates": co.candidates,
+            "p_all": co.p_all,
+            "run_mode": run_mode,
+        }));
+        (k, digest)
+    });
+    let made_with_key = async |key: &str| {
+        state
             .store
             .coallocation_by_idempotency_key(owner, key)
-            .await?
-            .ok_or_else(|| ApiError::Internal("a keyed co-allocation vanished".into()))?;
-        if existing.request_digest.as_deref() != Some(digest.as_str()) {
-            return Err(key_reused(key, "co-allocation", &existing.uid));
-        }
-        let out = coallocation_out(&state, existing).await?;
-        Ok((StatusCode::OK, Json(out)))
+            .await
     };
-    if let Some(k) = &key
-        && state
-            .store
-            .coallocation_by_idempotency_key(owner, k)
-            .await?
-            .is_some()
+    if let Some((k, digest)) = &idempotency
+        && let Some(existing) = made_with_key(k).await?
     {
-        return replay(k).await;
+        return replayed_coallocation(&state, existing, k, digest).await;
     }
     for (site, _) in &co.candidates {
         if state.submitters.get(site).is_none() {
@@ -1265,14 +1273,19 @@ pub async fn post_coallocation<S: Store>(
                 p_expected: plan.p_expected,
                 count: co.items.len() as i64,
                 created_at: now,
-                idempotency: key.clone().map(|k| (k, digest.clone())),
+                idempotency: idempotency.clone(),
             },
             &members,
         )
         .await;
-    let c = match (inserted, &key) {
+    let c = match (inserted, &idempotency) {
         // A concurrent request with the same key stored its co-allocation first.
-        (Err(StoreError::Conflict(_)), Some(k)) => return replay(k).await,
+        (Err(StoreError::Conflict(e)), Some((k, digest))) => {
+            let existing = made_with_key(k)
+                .await?
+                .ok_or_else(|| ApiError::Internal(format!("a conflict without its row: {e}")))?;
+            return replayed_coallocation(&state, existing, k, digest).await;
+        }
         (inserted, _) => inserted?,
     };
     coallocation_out(&state, c)

@@ -26,6 +26,7 @@ use crate::submit::{RemoteRequest, RemoteStatus, SubmitError, Submitter};
 use super::Clock;
 use super::Predictors;
 use super::planning::oracle_for;
+use super::tokens::{hash, to_hex};
 
 /// Seconds a submission lease lasts: far longer than one submission attempt.
 pub const LEASE_S: i64 = 120;
@@ -68,19 +69,14 @@ impl Submitters {
 pub fn new_uid(prefix: &str) -> String {
     let mut bytes = [0u8; 8];
     rand::fill(&mut bytes);
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{prefix}{hex}")
+    format!("{prefix}{}", to_hex(&bytes))
 }
 
 /// The digest (SHA-256, hex) of a request's parameters as read, for telling whether a
 /// retry under an `Idempotency-Key` asks for the same: JSON objects serialise with their
 /// keys sorted, so equal parameters give equal digests however the client wrote them.
 pub fn request_digest(parameters: &serde_json::Value) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(parameters.to_string().as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    to_hex(&hash(&parameters.to_string()))
 }
 
 /// The VARQ request a stored reservation stands for.

@@ -82,11 +82,13 @@ pub async fn verify<S: Store>(store: &S, presented: &str) -> StoreResult<Option<
     Ok(found)
 }
 
-fn hash(text: &str) -> Vec<u8> {
+/// SHA-256 of the text (also the digest of keyed reservation requests).
+pub(crate) fn hash(text: &str) -> Vec<u8> {
     Sha256::digest(text.as_bytes()).to_vec()
 }
 
-fn to_hex(bytes: &[u8]) -> String {
+/// Lower-case hex, two digits per byte.
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -20,15 +20,24 @@ async fn story_on_sqlite() {
 
 #[tokio::test]
 async fn story_on_postgres() {
-    let Some(admin) = postgres_url() else {
-        // scripts/test always sets TEST_DATABASE_URL (and provisions the server), so
-        // this variant runs — and fails on an unreachable server — there.
-        eprintln!("story_on_postgres: TEST_DATABASE_URL not set; run scripts/test");
+    let Some((_db, store)) = postgres_store("story_on_postgres").await else {
         return;
+    };
+    story(store).await;
+}
+
+/// A store on a fresh PostgreSQL database (kept while the `TestDb` lives), or `None`
+/// with a note when there is no server to ask. scripts/test always sets
+/// TEST_DATABASE_URL (and provisions the server), so the PostgreSQL variants run — and
+/// fail on an unreachable server — there.
+async fn postgres_store(test: &str) -> Option<(TestDb, PgStore)> {
+    let Some(admin) = postgres_url() else {
+        eprintln!("{test}: TEST_DATABASE_URL not set; run scripts/test");
+        return None;
     };
     let db = TestDb::postgres(&admin).await;
     let store = PgStore::connect(db.url()).await.unwrap();
-    story(store).await;
+    Some((db, store))
 }
 
 fn job(site: i64, queue: i64, id: &str, submit: i64, wait: Option<i64>) -> NewJob {
@@ -537,12 +546,11 @@ async fn coallocations_are_stored_whole_on_sqlite() {
 
 #[tokio::test]
 async fn coallocations_are_stored_whole_on_postgres() {
-    let Some(admin) = postgres_url() else {
-        eprintln!("coallocations_are_stored_whole_on_postgres: TEST_DATABASE_URL not set");
+    let Some((_db, store)) = postgres_store("coallocations_are_stored_whole_on_postgres").await
+    else {
         return;
     };
-    let db = TestDb::postgres(&admin).await;
-    coallocation_story(PgStore::connect(db.url()).await.unwrap()).await;
+    coallocation_story(store).await;
 }
 
 /// A co-allocation and its members are stored together or not at all: a member the

@@ -436,6 +436,30 @@ async fn post_keyed_to(
         .await
 }
 
+/// Two POSTs to `uri` with one new key at once: one makes it (201), the other gets it
+/// (200); both name the same id.
+async fn post_keyed_twice_at_once(app: &TestApp, uri: &str, token: &str, key: &str, body: &Value) {
+    let (a, b) = tokio::join!(
+        post_keyed_to(app, uri, token, key, body),
+        post_keyed_to(app, uri, token, key, body)
+    );
+    let mut statuses = [a.status.as_u16(), b.status.as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 201], "{} / {}", a.text(), b.text());
+    assert_eq!(a.json()["id"], b.json()["id"]);
+}
+
+/// A 409 for a key reused with other parameters names what the key made.
+fn assert_names_made(p: &Value, made: &Value) {
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains(made["id"].as_str().unwrap()),
+        "{p}"
+    );
+}
+
 /// The ids of the token's reservations, newest first.
 async fn reservation_ids(app: &TestApp, token: &str) -> Vec<String> {
     let list = app.get("/v1/reservations", Some(token)).await.json();
@@ -479,27 +503,14 @@ async fn idempotency_story(db: TestDb) {
     let p = post_keyed(&app, &alice, "job-42", &other)
         .await
         .problem(409);
-    assert!(
-        p["detail"]
-            .as_str()
-            .unwrap()
-            .contains(made["id"].as_str().unwrap()),
-        "{p}"
-    );
+    assert_names_made(&p, &made);
     // Keys are per token: Bob's "job-42" is his own.
     let bobs = post_keyed(&app, &bob, "job-42", &body).await;
     assert_eq!(bobs.status, 201, "{}", bobs.text());
     assert_ne!(bobs.json()["id"], made["id"]);
 
     // Two requests with one new key at once: one reservation, both answers name it.
-    let (a, b) = tokio::join!(
-        post_keyed(&app, &alice, "job-43", &body),
-        post_keyed(&app, &alice, "job-43", &body)
-    );
-    let mut statuses = [a.status.as_u16(), b.status.as_u16()];
-    statuses.sort();
-    assert_eq!(statuses, [200, 201], "{} / {}", a.text(), b.text());
-    assert_eq!(a.json()["id"], b.json()["id"]);
+    post_keyed_twice_at_once(&app, "/v1/reservations", &alice, "job-43", &body).await;
     assert_eq!(reservation_ids(&app, &alice).await.len(), 2);
 
     // Without a key every POST makes one; a malformed key makes none.
@@ -537,22 +548,8 @@ async fn idempotency_story(db: TestDb) {
     let p = post_keyed_to(&app, uri, &alice, "co-1", &co(json!(300), 0.9))
         .await
         .problem(409);
-    assert!(
-        p["detail"]
-            .as_str()
-            .unwrap()
-            .contains(made["id"].as_str().unwrap()),
-        "{p}"
-    );
-    let body = co(json!(300), 0.99);
-    let (a, b) = tokio::join!(
-        post_keyed_to(&app, uri, &alice, "co-2", &body),
-        post_keyed_to(&app, uri, &alice, "co-2", &body)
-    );
-    let mut statuses = [a.status.as_u16(), b.status.as_u16()];
-    statuses.sort();
-    assert_eq!(statuses, [200, 201], "{} / {}", a.text(), b.text());
-    assert_eq!(a.json()["id"], b.json()["id"]);
+    assert_names_made(&p, &made);
+    post_keyed_twice_at_once(&app, uri, &alice, "co-2", &co(json!(300), 0.99)).await;
     let members = made["requests"].as_array().unwrap().len();
     assert_eq!(
         reservation_ids(&app, &alice).await.len(),
