@@ -32,7 +32,7 @@ export class ApiError extends Error {
 }
 
 /** Calls the API; resolves to the parsed JSON body, rejects with an ApiError. */
-export async function api(path, { method = "GET", query, body, signal } = {}) {
+export async function api(path, { method = "GET", query, body, signal, headers: extra } = {}) {
   let url = path;
   if (query) {
     const params = new URLSearchParams();
@@ -42,7 +42,7 @@ export async function api(path, { method = "GET", query, body, signal } = {}) {
     const text = params.toString();
     if (text) url += (url.includes("?") ? "&" : "?") + text;
   }
-  const headers = { Accept: "application/json, application/problem+json" };
+  const headers = { Accept: "application/json, application/problem+json", ...extra };
   const token = getToken();
   if (token) headers.Authorization = `Bearer ${token}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -186,7 +186,8 @@ export function showError(node, error) {
   node.hidden = !error;
   if (!error) return;
   const p = error.problem || {};
-  node.append(el("strong", {}, p.title || "Error"), " ", error.message || String(error));
+  const text = error instanceof Error ? error.message : String(error);
+  node.append(el("strong", {}, p.title || "Error"), text ? ` ${text}` : "");
   if (Array.isArray(p.errors) && p.errors.length) {
     node.append(el("ul", {}, p.errors.map((f) => el("li", {}, el("code", {}, f.field), ": ", f.detail))));
   }
@@ -216,6 +217,7 @@ export function initChrome(current) {
       e.preventDefault();
       setToken(input.value.trim());
       saved.textContent = input.value.trim() ? "saved" : "cleared";
+      summary.textContent = getToken() ? "Token set" : "Token";
       document.dispatchEvent(new CustomEvent("qbets:token"));
     } },
     el("label", { for: "token" }, "API token"),
@@ -223,8 +225,9 @@ export function initChrome(current) {
     el("button", { type: "submit" }, "Use"),
     saved,
   );
+  const summary = el("summary", {}, getToken() ? "Token set" : "Token");
   const details = el("details", { class: "token-box" },
-    el("summary", {}, getToken() ? "Token set" : "Token"), form,
+    summary, form,
     el("p", { class: "muted small" },
       "Needed where reads are protected, and to make reservations. Kept in this browser only."));
   header.append(
@@ -241,12 +244,27 @@ export function every(seconds, task, toggle) {
     clearTimeout(timer);
     if (!paused) timer = setTimeout(run, seconds * 1000);
   };
+  // One run at a time: a run asked for meanwhile (the tab shown again, a new token)
+  // follows the current one instead of overlapping it.
+  let running = false;
+  let asked = false;
   const run = async () => {
     if (document.hidden) return schedule();
+    if (running) {
+      asked = true;
+      return;
+    }
+    running = true;
     try {
       await task();
     } finally {
-      schedule();
+      running = false;
+      if (asked) {
+        asked = false;
+        run();
+      } else {
+        schedule();
+      }
     }
   };
   if (toggle) {

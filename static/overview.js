@@ -1,8 +1,8 @@
 // Overview: every site and queue, its state, history and current bounds for a few
 // typical job shapes, and the ingest health of each site. Refreshes itself.
 import {
-  api, el, every, fmtCount, fmtDuration, fmtTime, fmtWalltime, initChrome, queuePath,
-  showError, statusText,
+  api, el, every, fmtCount, fmtDuration, fmtTime, fmtWalltime, initChrome, showError,
+  statusText,
 } from "/ui/api.js";
 
 const REFRESH_S = 30;
@@ -13,42 +13,32 @@ const SHAPES = [
   { nodes: 16, walltime_s: 4 * 3600 },
   { nodes: 64, walltime_s: 12 * 3600 },
 ];
-const CONCURRENCY = 6;
+/** Queries per `POST /v1/bounds` (the API takes up to 1000). */
+const BATCH = 1000;
 
 initChrome("overview");
 const sitesNode = document.getElementById("sites");
 const updated = document.getElementById("updated");
 const errorNode = document.getElementById("error");
 
-/** Runs the async functions with at most `n` at once. */
-async function pool(tasks, n) {
-  const results = new Array(tasks.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < tasks.length) {
-      const i = next++;
-      try {
-        results[i] = { ok: await tasks[i]() };
-      } catch (error) {
-        results[i] = { error };
-      }
+/** Every query's bound through `POST /v1/bounds`, in order: `{ ok }` or `{ error }`. */
+async function bounds(queries) {
+  const results = [];
+  for (let i = 0; i < queries.length; i += BATCH) {
+    const answer = await api("/v1/bounds", { method: "POST", body: { queries: queries.slice(i, i + BATCH) } });
+    for (const r of answer.results || []) {
+      results.push(r.bound ? { ok: r.bound } : { error: { message: (r.error && r.error.detail) || "no answer" } });
     }
-  };
-  await Promise.all(Array.from({ length: Math.min(n, tasks.length) }, worker));
+  }
   return results;
 }
 
+/** The column shapes, each clipped to the queue's limits (the cell says when). */
 function shapesFor(queue) {
-  const seen = new Set();
   return SHAPES.map((s) => ({
     nodes: queue.max_nodes ? Math.min(s.nodes, queue.max_nodes) : s.nodes,
     walltime_s: queue.max_walltime_s ? Math.min(s.walltime_s, queue.max_walltime_s) : s.walltime_s,
-  })).filter((s) => {
-    const key = `${s.nodes}/${s.walltime_s}`;
-    if (seen.has(key)) return false;
-    seen.add(key);
-    return true;
-  });
+  }));
 }
 
 function shapeLabel(s) {
@@ -125,21 +115,21 @@ async function siteCard(site) {
   const queues = queuesResult.value.queues || [];
   const ingest = ingestResult.status === "fulfilled" ? ingestResult.value : null;
 
-  // Every bound of every shape and quantile, a few requests at a time.
+  // Every bound of every shape and quantile, in one call.
   const plan = queues.map((q) => ({ queue: q, shapes: shapesFor(q) }));
-  const tasks = [];
+  const queries = [];
   for (const p of plan) {
-    p.first = tasks.length;
+    p.first = queries.length;
     for (const s of p.shapes) {
       for (const quantile of QUANTILES) {
-        tasks.push(() => api(`${queuePath(site.name, p.queue.name)}/bound`, {
-          query: { nodes: s.nodes, walltime: fmtWalltime(s.walltime_s), quantile, confidence: 0.95 },
-        }));
+        queries.push({
+          site: site.name, queue: p.queue.name, nodes: s.nodes,
+          walltime: fmtWalltime(s.walltime_s), quantile, confidence: 0.95,
+        });
       }
     }
   }
-  const results = await pool(tasks, CONCURRENCY);
-  // Columns follow the first queue's shapes (all queues share them unless clipped).
+  const results = await bounds(queries);
   const headShapes = SHAPES;
 
   const table = el("table", {},
@@ -158,13 +148,14 @@ async function siteCard(site) {
       const cells = [];
       for (let si = 0; si < headShapes.length; si++) {
         for (let qi = 0; qi < QUANTILES.length; qi++) {
-          const r = si < p.shapes.length ? answers[si * QUANTILES.length + qi] : null;
-          const td = boundCell(r);
+          const shape = p.shapes[si];
+          const td = boundCell(answers[si * QUANTILES.length + qi]);
           if (qi === 0) td.classList.add("first");
-          if (si < p.shapes.length) {
-            td.title = td.title || `${shapeLabel(p.shapes[si])}, quantile ${QUANTILES[qi]}`;
-            Object.assign(td.dataset, { nodes: p.shapes[si].nodes, walltimeS: p.shapes[si].walltime_s, quantile: QUANTILES[qi] });
-          }
+          const clipped = shape.nodes !== headShapes[si].nodes || shape.walltime_s !== headShapes[si].walltime_s;
+          // A shape over the queue's limits is asked at them, and the cell says so.
+          if (clipped && qi === 0) td.append(el("div", { class: "muted small" }, `at ${shapeLabel(shape)}`));
+          td.title = td.title || `${shapeLabel(shape)}${clipped ? " (this queue's limits)" : ""}, quantile ${QUANTILES[qi]}`;
+          Object.assign(td.dataset, { nodes: shape.nodes, walltimeS: shape.walltime_s, quantile: QUANTILES[qi] });
           cells.push(td);
         }
       }

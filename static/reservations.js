@@ -22,8 +22,25 @@ const followed = document.getElementById("followed");
 
 let sites = [];
 let chart = null;
+// The plan the "Make it" button makes, and the Idempotency-Key it is made with: a
+// retry of the same click (a lost answer) gets the same reservation, not a second one.
 let lastRequest = null;
-let following = null;
+let lastKey = null;
+// Which reservation the card follows, and its pending refresh.
+let following = { id: null, timer: null };
+
+/** A fresh Idempotency-Key (random, also where crypto.randomUUID is not offered). */
+function newKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The plan shown no longer matches the form (or was made): it cannot be made. */
+function forgetPlan() {
+  lastRequest = null;
+  lastKey = null;
+  createButton.disabled = true;
+}
 
 /** A datetime-local value (browser time zone) for Unix seconds. */
 function localInput(seconds) {
@@ -56,6 +73,7 @@ async function loadQueues() {
   // Two hours after the instant the site speaks for, on a quarter hour.
   const at = Math.ceil((unix(answer.as_of) + 2 * 3600) / 900) * 900;
   document.getElementById("start_at").value = localInput(at);
+  forgetPlan();
 }
 
 function request() {
@@ -70,6 +88,8 @@ function request() {
   if (!(p > 0 && p < 1)) errors.push({ field: "min_probability", detail: "must be between 0 and 1" });
   const step = Number(planForm.step.value);
   if (!Number.isInteger(step) || step < 1) errors.push({ field: "step", detail: "must be a whole number of seconds" });
+  if (!siteSelect.value || !queueSelect.value) errors.push({ field: siteSelect.value ? "queue" : "site", detail: "choose one" });
+  if (errors.length) return { errors, body: null };
   return {
     errors,
     body: {
@@ -120,6 +140,7 @@ async function plan(event) {
     const problem = { title: "Check the form", errors };
     markInvalid(planForm, problem);
     showError(planError, Object.assign(new Error(""), { problem }));
+    forgetPlan();
     return;
   }
   const button = document.getElementById("plan-button");
@@ -145,20 +166,24 @@ async function plan(event) {
           el("span", { class: "sub" }, `beside ${fmtNodeTime(required)} of work (${required ? (overhead / required).toFixed(1) : "—"}×)`)))));
     drawTrajectory(answer.trajectory || [], body, chosenAt);
     lastRequest = body;
+    lastKey = newKey();
     createButton.disabled = false;
   } catch (error) {
     markInvalid(planForm, error.problem);
     showError(planError, error);
     planOut.replaceChildren();
-    const trajectory = error.problem && error.problem.trajectory;
-    if (trajectory && trajectory.length) {
-      const best = error.problem.best_submit_at;
-      drawTrajectory(trajectory, body, best === undefined || best === null ? null : secondsOf(best));
-    } else {
-      chartNode.hidden = true;
+    const best = error.problem && error.problem.best_probability;
+    if (best !== undefined && best !== null) {
+      // No submission time reaches the probability asked for: the best one does.
+      const at = error.problem.best_submit_at;
+      planOut.replaceChildren(el("p", { id: "plan-best" },
+        `The best reachable is ${fmtPercent(best, 1)}`,
+        at ? `, submitting at ${fmtTime(at)}` : "",
+        ". Ask for a lower probability, a later time or a shorter walltime."));
     }
-    lastRequest = null;
-    createButton.disabled = true;
+    chartNode.hidden = true;
+    document.getElementById("trajectory-note").hidden = true;
+    forgetPlan();
   } finally {
     button.disabled = false;
     planOut.setAttribute("aria-busy", "false");
@@ -173,15 +198,27 @@ function stateBadge(state) {
   return el("span", { class: `badge ${good ? "ok" : bad ? "bad" : "info"}`, dataset: { state } }, state || "—");
 }
 
-async function follow(id) {
-  if (following) clearTimeout(following);
+/** Shows reservation `id` in the card and keeps it current while it can change. */
+async function follow(id, retryIn = 5) {
+  clearTimeout(following.timer);
+  following = { id, timer: null };
+  const again = (seconds) => {
+    if (following.id === id) following.timer = setTimeout(() => follow(id, seconds), seconds * 1000);
+  };
+  if (document.hidden) return again(5);
   let r;
   try {
     r = await api(`/v1/reservations/${encodeURIComponent(id)}`);
   } catch (error) {
+    if (following.id !== id) return;
     showError(createError, error);
-    return;
+    // Tried again, less often while it keeps failing.
+    return again(Math.min(retryIn * 2, 120));
   }
+  // Another reservation was chosen meanwhile: this answer is stale.
+  if (following.id !== id) return;
+  // Reachable again after failed refreshes: their error is over.
+  if (retryIn > 5) showError(createError, null);
   const events = r.events || [];
   followed.replaceChildren(el("div", { class: "card", dataset: { reservation: id } },
     el("h3", {}, "Reservation ", el("code", {}, String(id)), " ", stateBadge(r.state),
@@ -195,7 +232,10 @@ async function follow(id) {
       ? el("button", { type: "button", class: "secondary", onclick: () => cancel(id) }, "Cancel")
       : null));
   if (!["succeeded", "failed", "cancelled", "refused", "error"].includes(r.state)) {
-    following = setTimeout(() => follow(id), 5000);
+    // A planned reservation changes at its submission time (looked at every 30 s
+    // until then); one submitted or started, within seconds.
+    const untilSubmit = r.plan ? unix(r.plan.submit_at) - Date.now() / 1000 : 0;
+    again(r.state === "planned" ? Math.min(30, Math.max(5, Math.ceil(untilSubmit))) : 5);
   }
 }
 
@@ -203,10 +243,12 @@ async function cancel(id) {
   try {
     await api(`/v1/reservations/${encodeURIComponent(id)}`, { method: "DELETE" });
     await follow(id);
-    await loadMine();
   } catch (error) {
+    // Even a cancel that failed part-way may have changed the reservation.
+    await follow(id);
     showError(createError, error);
   }
+  await loadMine();
 }
 
 async function create(event) {
@@ -221,12 +263,17 @@ async function create(event) {
     const r = await api("/v1/reservations", {
       method: "POST",
       body: { ...lastRequest, command: createForm.command.value, run_mode: createForm.run_mode.value },
+      headers: { "Idempotency-Key": lastKey },
     });
     showError(createError, null);
+    // Made: one reservation per plan; plan again for another.
+    forgetPlan();
     await follow(r.id);
     await loadMine();
   } catch (error) {
     showError(createError, error);
+    // A key used with other parameters (the command changed) needs a new one.
+    if (error.status === 409) lastKey = newKey();
   } finally {
     createButton.disabled = !lastRequest;
   }
@@ -292,11 +339,29 @@ async function loadCalibration() {
 }
 
 planForm.addEventListener("submit", plan);
+// A plan is made as it was planned: changing the form asks for a new plan first.
+planForm.addEventListener("input", forgetPlan);
+planForm.addEventListener("change", forgetPlan);
 createForm.addEventListener("submit", create);
 siteSelect.addEventListener("change", () => loadQueues().catch((e) => showError(planError, e)));
-document.addEventListener("qbets:token", () => loadMine());
 
-loadSites().catch((e) => showError(planError, e));
+/** The sites and queues, or why they cannot be read (a token needed, the service down). */
+async function start() {
+  try {
+    await loadSites();
+    showError(planError, null);
+  } catch (e) {
+    showError(planError, e);
+  }
+}
+
+// A new token may open what the old one could not read.
+document.addEventListener("qbets:token", () => {
+  if (!sites.length) start();
+  loadMine();
+});
+
+start();
 every(60, async () => {
   await Promise.all([loadMine(), loadCalibration()]);
 });

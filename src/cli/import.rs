@@ -71,14 +71,9 @@ impl StoreTask for Import {
             .context("the trace reader stopped")??;
         let bar = super::progress::bar(trace.records.len() as u64, "jobs");
         bar.set_message("storing");
-        let source = self
-            .file
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| self.file.display().to_string());
         let opts = ImportOptions {
             site: self.site,
-            source,
+            source: crate::service::import::source_name(&self.file),
             batch_size: self.batch_size,
             now: SystemClock.now(),
         };
@@ -122,6 +117,9 @@ pub fn report(s: &ImportSummary) -> String {
     let _ = writeln!(out, "  queues from {field}:");
     for (name, n) in &s.queues {
         let _ = writeln!(out, "    {name:<16} {n:>9} jobs");
+    }
+    for note in &s.notes {
+        let _ = writeln!(out, "  note: {note}");
     }
     if !s.sample_rejects.is_empty() {
         let _ = writeln!(out, "  rejects (first {}):", s.sample_rejects.len());

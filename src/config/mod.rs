@@ -562,5 +562,22 @@ mod tests {
              [[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\n",
             "configured twice",
         );
+        // Through ssh, sacct runs with the remote's environment.
+        let ssh = |command: &str| {
+            Config::from_toml(
+                &format!(
+                    "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\ncommand = {command}\n"
+                ),
+                "x",
+            )
+            .unwrap()
+            .validate()
+        };
+        let e = ssh(r#"["/usr/bin/ssh", "login1", "sacct"]"#).unwrap_err();
+        assert!(
+            e.to_string().contains("sites[0].source.command") && e.to_string().contains("TZ=UTC"),
+            "{e}"
+        );
+        ssh(r#"["ssh", "login1", "TZ=UTC", "SLURM_TIME_FORMAT=%s", "sacct"]"#).unwrap();
     }
 }

@@ -228,6 +228,21 @@ pub fn validate(sites: &[SiteConfig]) -> Result<(), (String, String)> {
                 if s.command.is_empty() || s.command[0].trim().is_empty() {
                     return Err((at("source.command"), "must name a program".into()));
                 }
+                // ssh passes no environment: without these the remote sacct prints (and
+                // reads --starttime in) its own time zone, and every time is shifted.
+                let through_ssh = std::path::Path::new(&s.command[0])
+                    .file_name()
+                    .is_some_and(|n| n == "ssh");
+                let sets = |var: &str| s.command.iter().any(|a| a == var);
+                if through_ssh && !(sets("TZ=UTC") && sets("SLURM_TIME_FORMAT=%s")) {
+                    return Err((
+                        at("source.command"),
+                        "through ssh, the remote sacct must get TZ=UTC and SLURM_TIME_FORMAT=%s \
+                         (ssh passes no environment): e.g. [\"ssh\", \"login1\", \"TZ=UTC\", \
+                         \"SLURM_TIME_FORMAT=%s\", \"sacct\"]"
+                            .into(),
+                    ));
+                }
                 if s.window_s == 0 || s.timeout_s == 0 {
                     return Err((
                         at("source.window_s"),

@@ -103,6 +103,8 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     /// A dependency (the store) is unreachable (503); logged.
     Unavailable(String),
+    /// A remote scheduler failed at what was asked of it (502); shown and logged.
+    BadGateway(String),
     /// A fault of ours (500); logged, hidden from the client.
     Internal(String),
 }
@@ -125,6 +127,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -176,7 +179,8 @@ impl ApiError {
             | ApiError::NotFound(d)
             | ApiError::Conflict(d)
             | ApiError::PayloadTooLarge(d)
-            | ApiError::UnsupportedMediaType(d) => plain(d.clone()),
+            | ApiError::UnsupportedMediaType(d)
+            | ApiError::BadGateway(d) => plain(d.clone()),
             ApiError::Unauthorized(why) => plain((*why).to_string()),
             ApiError::Forbidden(scope) => {
                 plain(format!("this needs a token with scope {scope} (or admin)"))
@@ -194,6 +198,9 @@ impl IntoResponse for ApiError {
             // Logged once, here, where the fault turns into a response.
             ApiError::Internal(detail) => tracing::error!(error = %detail, "request failed"),
             ApiError::Unavailable(detail) => tracing::warn!(error = %detail, "store unavailable"),
+            ApiError::BadGateway(detail) => {
+                tracing::warn!(error = %detail, "remote scheduler failed")
+            }
             _ => {}
         }
         let problem = self.problem();

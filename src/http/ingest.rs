@@ -360,6 +360,11 @@ fn read_record(
     {
         refused.push(("end", "must not be before start".into()));
     }
+    if let (Some(s), None, Some(e)) = (submit, start, end)
+        && e < s
+    {
+        refused.push(("end", "must not be before submit".into()));
+    }
     errors.extend(refused.into_iter().map(|(f, d)| (Some(at(f)), d)));
     match submit {
         Some(submit) if errors.is_empty() => Ok(JobRecord {
@@ -428,7 +433,8 @@ pub async fn post_jobs<S: Store>(
         let raw = &body.text[range];
         let result = parse_record(raw)
             .map_err(|(field, detail)| vec![(field.map(|f| at(&f)), detail)])
-            .and_then(|j| read_record(&at, j));
+            .and_then(|j| read_record(&at, j))
+            .and_then(|r| r.check().map(|()| r).map_err(|e| vec![(None, e)]));
         match result {
             Ok(r) => records.push(r),
             Err(errors) => {

@@ -942,8 +942,9 @@ fn cancel_error(e: ReservationError) -> ApiError {
     match e {
         ReservationError::Final(s) => ApiError::Conflict(format!("the reservation is already {s}")),
         ReservationError::Store(e) => e.into(),
-        ReservationError::Remote(e) => ApiError::Unavailable(format!(
-            "the reservation is cancelled, but its remote job could not be cancelled yet: {e}"
+        ReservationError::Remote(e) => ApiError::BadGateway(format!(
+            "the reservation is cancelled, but its remote job could not be cancelled yet: {e}; \
+             cancel again to retry"
         )),
     }
 }
@@ -955,7 +956,8 @@ fn cancel_error(e: ReservationError) -> ApiError {
     responses(
         (status = 200, description = "The reservation, cancelled, with its events", body = ReservationView),
         (status = 404, description = "The caller has no such reservation", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The reservation is already final", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The reservation already failed, was refused or ended in error", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The reservation is cancelled, but the scheduler did not cancel its job; cancel again to retry", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

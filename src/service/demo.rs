@@ -87,6 +87,9 @@ pub struct Demo {
     queues: HashMap<i32, Queue>,
     /// Records of jobs submitted and not ended, by simulator job id.
     open: HashMap<i64, NewJob>,
+    /// Records a failed step could not store: sent first by the next step, so that a
+    /// store that was busy for a moment loses no submission, start or end.
+    unsaved: Vec<NewJob>,
     /// Job ids are prefixed with the run's origin, so a demo restarted on the same
     /// database never collides with an earlier run's jobs.
     prefix: String,
@@ -138,6 +141,8 @@ impl Demo {
         }
         let origin = real.now() - opts.preroll_s;
         let mut model = CirneModel::new(opts.processors, opts.seed, None);
+        // The model's day is the site's (UTC): its busy afternoon is the afternoon.
+        model.set_day_start(origin.rem_euclid(86_400) as f64);
         model
             .set_queues(specs.clone())
             .map_err(|e| crate::store::StoreError::Invalid(format!("demo queues: {e}")))?;
@@ -162,6 +167,7 @@ impl Demo {
             site,
             queues,
             open: HashMap::new(),
+            unsaved: Vec::new(),
         })
     }
 
@@ -194,14 +200,19 @@ impl Demo {
             }
         }
         self.sim.advance_to(rel, &mut events);
-        let records: Vec<NewJob> = events.iter().filter_map(|e| self.record(e)).collect();
+        let mut records = std::mem::take(&mut self.unsaved);
+        records.extend(events.iter().filter_map(|e| self.record(e)));
         // The site's clock moves first: the predictors' answers speak for the new now.
         self.sim_clock.set(self.origin + rel);
         if !records.is_empty() {
             let queues: Vec<Queue> = self.queues.values().cloned().collect();
-            predictors
+            if let Err(e) = predictors
                 .ingest(store, &self.site, &queues, &records)
-                .await?;
+                .await
+            {
+                self.unsaved = records;
+                return Err(e);
+            }
         }
         Ok(StepReport {
             records: records.len(),

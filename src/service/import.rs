@@ -47,6 +47,9 @@ pub struct ImportSummary {
     pub queues: BTreeMap<String, u64>,
     /// First few rejects, for the summary printed to the user.
     pub sample_rejects: Vec<(u64, String)>,
+    /// What the reader should know of how the trace was read (a header it lacked, a
+    /// queue name it could not use).
+    pub notes: Vec<String>,
     /// Wall time of the import (after reading).
     pub elapsed: Duration,
 }
@@ -71,16 +74,42 @@ pub enum ImportError {
     Store(#[from] StoreError),
 }
 
+/// The name a trace's rejects are kept under: its file's name, the same whether the
+/// command line or a configured source imports it (so that a reject is kept once).
+pub fn source_name(path: &std::path::Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
 /// How many rejects the summary quotes.
 const SAMPLE_REJECTS: usize = 5;
 
-/// The queue name of a record: the header's name for its number, else the number.
-pub fn queue_name(trace: &SwfTrace, field: QueueField, number: i64) -> String {
+/// The queue name of a record: the header's name for its number when it is a name
+/// the service can use, else the number. The second value is why a name the header
+/// gives was not used.
+pub fn queue_name(trace: &SwfTrace, field: QueueField, number: i64) -> (String, Option<String>) {
     match trace.queue_name(field, number) {
-        Some(name) => name.to_string(),
-        // Unnamed numbers keep their digits, `-1` (unknown) included: never a name
-        // that could collide with one the header gives.
-        None => number.to_string(),
+        // A name that is a number could be another queue's digits (CEA-Curie calls its
+        // partition 13 "-1"); names with other characters (`test,batch`, `z+i5U=:`)
+        // could not be asked for. Either keeps its number.
+        Some(name) if name.parse::<i64>().is_ok() => (
+            number.to_string(),
+            Some(format!(
+                "queue {number} is named {name:?} in the header, a number; it is stored as \"{number}\""
+            )),
+        ),
+        Some(name) => match super::check_name(name) {
+            Ok(()) => (name.to_string(), None),
+            Err(e) => (
+                number.to_string(),
+                Some(format!(
+                    "queue {number}'s name in the header {e}; it is stored as \"{number}\""
+                )),
+            ),
+        },
+        // Unnamed numbers keep their digits, `-1` (unknown) included.
+        None => (number.to_string(), None),
     }
 }
 
@@ -162,8 +191,14 @@ pub async fn import_trace<S: Store>(
         rejects_new: 0,
         queues: BTreeMap::new(),
         sample_rejects: Vec::new(),
+        notes: Vec::new(),
         elapsed: Duration::ZERO,
     };
+    if trace.header.unix_start_time.is_none() {
+        summary.notes.push(
+            "the header gives no UnixStartTime: times count from 1970-01-01T00:00:00Z".into(),
+        );
+    }
 
     for rec in &trace.records {
         summary.records += 1;
@@ -171,7 +206,8 @@ pub async fn import_trace<S: Store>(
         let (queue_id, name) = match queue_ids.get(&number) {
             Some(q) => q.clone(),
             None => {
-                let name = queue_name(trace, field, number);
+                let (name, note) = queue_name(trace, field, number);
+                summary.notes.extend(note);
                 let q = store
                     .upsert_queue(
                         site.id,
@@ -291,6 +327,24 @@ mod tests {
         assert_eq!(job.nodes, Some(8), "allocated when requested is unknown");
         assert_eq!(job.walltime_s, None);
         assert_eq!(job.state, JobState::Cancelled);
+    }
+
+    #[test]
+    fn header_names_are_used_when_they_can_be_asked_for() {
+        let text = "; Queue: 1 batch\n; Queue: 2 test,batch\n; Queue: 3 -1\n\
+                    1 0 0 1 1 -1 -1 1 60 -1 1 1 1 -1 1 -1 -1 -1\n";
+        let trace = SwfTrace::read(std::io::Cursor::new(text)).unwrap();
+        let name = |n| queue_name(&trace, QueueField::Queue, n);
+        assert_eq!(name(1), ("batch".to_string(), None));
+        // Not a name a URL can hold: the number, and a note that says so.
+        let (two, note) = name(2);
+        assert_eq!(two, "2");
+        assert!(note.unwrap().contains("\"test,batch\""));
+        // A name that is a number would be the unknown queue's "-1".
+        let (three, note) = name(3);
+        assert_eq!(three, "3");
+        assert!(note.unwrap().contains("\"-1\" in the header, a number"));
+        assert_eq!(name(-1), ("-1".to_string(), None));
     }
 
     #[test]

@@ -495,12 +495,15 @@ async fn import_swf_once<S: Store>(
     };
     let opts = super::import::ImportOptions {
         site: site.to_string(),
-        source: path.display().to_string(),
+        source: super::import::source_name(path),
         batch_size,
         now,
     };
     match super::import::import_trace(store, &trace, &opts, |_| {}).await {
         Ok(s) => {
+            for note in &s.notes {
+                tracing::warn!(site, path = %path.display(), "{note}");
+            }
             tracing::info!(
                 site,
                 records = s.records,

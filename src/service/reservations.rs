@@ -130,7 +130,12 @@ pub async fn cancel<S: Store>(
     // A few attempts: the executor may move it (planned → submitted) meanwhile.
     for _ in 0..5 {
         // A reservation that succeeded keeps its outcome; cancelling it stops the job.
-        if current.state == ReservationState::Succeeded {
+        // One already cancelled stays so, and its remote job is looked for again (a
+        // first cancel may have found the scheduler unreachable).
+        if matches!(
+            current.state,
+            ReservationState::Succeeded | ReservationState::Cancelled
+        ) {
             break;
         }
         if current.state.is_final() {

@@ -18,9 +18,10 @@
 //!   which Table 13's short turn-around times rule out. So the polynomial gives the
 //!   *shape* of the day and the log gives the *level*: the rate is scaled so that a
 //!   day holds the log's jobs per day (factors 0.51–0.53), then multiplied by `P/O`
-//!   as §3.5 says. `set_load_multiplier(1.95)` gets the literal reading back.
-//!   Arrivals are a non-homogeneous Poisson process with that rate, drawn by
-//!   thinning; time 0 is midnight.
+//!   as §3.5 says. `set_load_scale(level)` (about 0.51–0.53, one over the factor)
+//!   gets the literal reading back (`set_load_multiplier` would not: κ also lengthens
+//!   the requested times). Arrivals are a non-homogeneous Poisson process with that
+//!   rate, drawn by thinning; time 0 is midnight unless `set_day_start` says otherwise.
 //! - **Uniform-log distributions** (`cdf(x) = χ·log2 x + ρ`) are drawn by inversion on
 //!   the whole support; the mass the fit puts below 1 (20% of partition sizes, 63% of
 //!   `c_min`) lands on 1, which is how the text's "c_min = 1 for 62.6% of the
@@ -322,6 +323,8 @@ pub struct CirneModel {
     rate_max: f64,
     /// Scales the polynomial to the log's jobs per day.
     level: f64,
+    /// Seconds after midnight at simulation time 0.
+    day_start: f64,
     t: f64,
     next_id: i64,
     queues: Vec<QueueSpec>,
@@ -342,6 +345,7 @@ impl CirneModel {
             kappa: 1.0,
             rate_max: 0.0,
             level: pattern.log_jobs_per_day() / pattern.polynomial_jobs_per_day(),
+            day_start: 0.0,
             t: 0.0,
             next_id: 1,
             queues: Vec::new(),
@@ -403,9 +407,15 @@ impl CirneModel {
         self.pattern
     }
 
+    /// Makes simulation time 0 fall `seconds` after midnight (a simulation started in
+    /// the afternoon sees the afternoon's arrivals first).
+    pub fn set_day_start(&mut self, seconds: f64) {
+        self.day_start = seconds.rem_euclid(86_400.0);
+    }
+
     /// Arrivals per second at simulation time `t` seconds.
     pub fn rate(&self, t: f64) -> f64 {
-        let minute = (t / 60.0).rem_euclid(1440.0);
+        let minute = ((t + self.day_start) / 60.0).rem_euclid(1440.0);
         self.pattern.rate_per_minute(minute) * self.rate_factor() / 60.0
     }
 
@@ -602,6 +612,17 @@ mod tests {
         let c: Vec<SimJob> = CirneModel::new(500, 8, None).take(200).collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn a_later_day_start_shifts_the_arrival_rate() {
+        let midnight = CirneModel::new(500, 7, Some(ArrivalPattern::Ctc));
+        let mut afternoon = midnight.clone();
+        afternoon.set_day_start(13.0 * 3600.0);
+        assert_eq!(afternoon.rate(0.0), midnight.rate(13.0 * 3600.0));
+        assert_eq!(afternoon.rate(11.0 * 3600.0), midnight.rate(0.0));
+        // CTC's 13:00 peak against its 4:00 trough, 15 hours later.
+        assert!(afternoon.rate(0.0) > 5.0 * afternoon.rate(15.0 * 3600.0));
     }
 
     #[test]

@@ -77,7 +77,44 @@ pub struct LosTables {
 /// With `extra = 0` this is the basic algorithm of §3.2 (only jobs that end by the
 /// shadow time can be chosen). `extra` is capped at `n`: the chosen jobs hold at most
 /// `n` processors, so more shadow capacity never changes the answer.
+///
+/// The tables grow with `n × extra`, which the paper's machines (a few hundred
+/// processors) keep small. Above [`MAX_PLANE`] cells per job, processors are counted
+/// in blocks: sizes rounded up, free capacity down, so the chosen set still fits and
+/// still never delays the head job, at the price of optimality within a block.
 pub fn select(
+    jobs: &[Candidate],
+    n: u32,
+    extra: u32,
+    variant: LosVariant,
+    t: &mut LosTables,
+) -> Vec<usize> {
+    let ex = extra.min(n);
+    let cells = |u: u64| (u64::from(n) / u + 1) * (u64::from(ex) / u + 1);
+    if cells(1) > MAX_PLANE as u64 {
+        let mut unit = 2u64;
+        while cells(unit) > MAX_PLANE as u64 {
+            unit += 1;
+        }
+        let unit = unit as u32;
+        let blocks: Vec<Candidate> = jobs
+            .iter()
+            .map(|c| Candidate {
+                size: c.size.div_ceil(unit),
+                ssize: c.ssize.div_ceil(unit),
+                slowdown: c.slowdown,
+            })
+            .collect();
+        return select_exact(&blocks, n / unit, ex / unit, variant, t);
+    }
+    select_exact(jobs, n, ex, variant, t)
+}
+
+/// Table cells per job at most before [`select`] counts processors in blocks (exact up
+/// to about 1448 free processors with as many spare at the shadow time).
+pub const MAX_PLANE: usize = 1 << 21;
+
+fn select_exact(
     jobs: &[Candidate],
     n: u32,
     extra: u32,
@@ -274,6 +311,32 @@ mod tests {
         assert_eq!(
             wj(select(&jobs, 5, 3, LosVariant::MaxSlowdown, &mut t)),
             vec![2, 3, 4]
+        );
+    }
+
+    #[test]
+    fn a_large_machine_is_scheduled_in_blocks_that_still_fit() {
+        // 60,000 free processors and as many spare: 3.6e9 cells per job exactly.
+        let job = |size| Candidate {
+            size,
+            ssize: size,
+            slowdown: 1.0,
+        };
+        let jobs = vec![job(45_000), job(30_000), job(29_000)];
+        let mut t = LosTables::default();
+        let chosen = select(&jobs, 60_000, 60_000, LosVariant::BypassedFirst, &mut t);
+        // The two jobs that fit together are found, and fit.
+        assert_eq!(chosen, vec![1, 2]);
+        // Blocks are rounded up: a set that fills the machine to the processor is not
+        // found (45,000 + 15,000 would need 1072 + 358 blocks of 42, 2 more than 60,000
+        // holds), and nothing over capacity ever is.
+        let tight = vec![job(45_000), job(15_000)];
+        let chosen = select(&tight, 60_000, 60_000, LosVariant::BypassedFirst, &mut t);
+        assert_eq!(chosen, vec![0]);
+        assert!(
+            t.flags.len() <= (jobs.len() + 1) * MAX_PLANE,
+            "{}",
+            t.flags.len()
         );
     }
 

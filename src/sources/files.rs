@@ -1,7 +1,8 @@
 //! Following append-only log files: a durable cursor (file, byte offset, line number)
 //! and a reader that returns only whole lines past it. PBS writes one accounting file a
-//! day in a directory; SGE appends to one file (rotated by moving it aside). Reads are
-//! bounded per call, so a long backlog arrives in several batches.
+//! day in a directory; SGE appends to one file (rotated by moving it aside: the cursor
+//! keeps the file's inode, and the moved file's last lines are read before the new
+//! one's). Reads are bounded per call, so a long backlog arrives in several batches.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -19,9 +20,21 @@ pub struct FileCursor {
     pub offset: u64,
     /// Lines of it already read.
     pub line: u64,
+    /// The file's inode when it was read: a file of the same name with another inode
+    /// replaced it (SGE's accounting file moved aside and begun anew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inode: Option<u64>,
 }
 
 impl FileCursor {
+    /// The start of file `name`.
+    fn start_of(name: &str) -> Self {
+        FileCursor {
+            file: name.to_string(),
+            ..Default::default()
+        }
+    }
+
     /// The cursor as stored text.
     pub fn to_text(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -49,27 +62,109 @@ pub struct Lines {
 }
 
 /// Reads whole lines of `path` past `offset`, at most about `budget` bytes. A file
-/// shorter than the offset was replaced (rotated or truncated): it is read from the
-/// start.
+/// moved aside and begun anew is finished first (see [`read_lines_ending`]); one
+/// shorter than the offset was truncated in place and is read from its start.
 pub fn read_lines(
     path: &Path,
     name: &str,
-    mut cursor: FileCursor,
+    cursor: FileCursor,
     budget: u64,
 ) -> Result<Lines, SourceError> {
-    let mut f = std::fs::File::open(path)
-        .map_err(|e| SourceError(format!("{}: cannot open: {e}", path.display())))?;
-    let len = f
-        .metadata()
-        .map_err(|e| SourceError(format!("{}: {e}", path.display())))?
-        .len();
-    if cursor.file != name || len < cursor.offset {
-        cursor = FileCursor {
-            file: name.to_string(),
-            offset: 0,
-            line: 0,
-        };
+    read_lines_ending(path, name, cursor, budget, false)
+}
+
+/// [`read_lines`]; with `finished`, the file is no longer written, so an unterminated
+/// last line (a crash, a full disk) is a line too rather than one still being written.
+///
+/// When the cursor's file was replaced (another inode under its name), the rest of the
+/// old file is read first where it can still be found in the same directory (moved
+/// aside: `accounting` → `accounting.1`), then the new file from its start.
+fn read_lines_ending(
+    path: &Path,
+    name: &str,
+    cursor: FileCursor,
+    budget: u64,
+    finished: bool,
+) -> Result<Lines, SourceError> {
+    let (f, len, inode) = open(path)?;
+    let mut cursor = if cursor.file == name {
+        cursor
+    } else {
+        FileCursor::start_of(name)
+    };
+    if let (Some(was), Some(is)) = (cursor.inode, inode)
+        && was != is
+    {
+        let moved = path
+            .parent()
+            .and_then(|dir| find_inode(dir, was))
+            .and_then(|old| open(&old).ok().map(|(f, len, _)| (old, f, len)));
+        if let Some((old, f, old_len)) = moved
+            && old_len > cursor.offset
+        {
+            // The moved-aside file's last lines, read to its end (it is written no more).
+            let mut out = read_open(f, old_len, &old, name, cursor, budget, true)?;
+            if out.cursor.offset >= old_len {
+                out.cursor = FileCursor {
+                    inode,
+                    ..FileCursor::start_of(name)
+                };
+            }
+            out.more = true;
+            return Ok(out);
+        }
+        cursor = FileCursor::start_of(name);
     }
+    if len < cursor.offset {
+        // Shorter than what was read: truncated in place; read from the start.
+        cursor = FileCursor::start_of(name);
+    }
+    let mut out = read_open(f, len, path, name, cursor, budget, finished)?;
+    out.cursor.inode = inode;
+    Ok(out)
+}
+
+/// An open file, its length and its inode.
+fn open(path: &Path) -> Result<(std::fs::File, u64, Option<u64>), SourceError> {
+    let f = std::fs::File::open(path)
+        .map_err(|e| SourceError(format!("{}: cannot open: {e}", path.display())))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| SourceError(format!("{}: {e}", path.display())))?;
+    Ok((f, meta.len(), inode_of(&meta)))
+}
+
+#[cfg(unix)]
+fn inode_of(meta: &std::fs::Metadata) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Some(meta.ino())
+}
+
+#[cfg(not(unix))]
+fn inode_of(_: &std::fs::Metadata) -> Option<u64> {
+    None
+}
+
+/// The file of `dir` with inode `inode`, if there is one.
+fn find_inode(dir: &Path, inode: u64) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .find(|e| e.metadata().ok().and_then(|m| inode_of(&m)) == Some(inode))
+        .map(|e| e.path())
+}
+
+/// Reads whole lines of an open file of `len` bytes past the cursor (see
+/// [`read_lines_ending`]); the cursor it returns keeps the one given's inode.
+fn read_open(
+    mut f: std::fs::File,
+    len: u64,
+    path: &Path,
+    name: &str,
+    cursor: FileCursor,
+    budget: u64,
+    finished: bool,
+) -> Result<Lines, SourceError> {
     f.seek(SeekFrom::Start(cursor.offset))
         .map_err(|e| SourceError(format!("{}: {e}", path.display())))?;
     let mut buf = Vec::new();
@@ -84,11 +179,18 @@ pub fn read_lines(
         // The budget ended inside a line: finish that line, however long.
         std::io::BufRead::read_until(&mut reader, b'\n', &mut buf).map_err(cannot)?;
     }
+    if finished && !buf.is_empty() && buf.last() != Some(&b'\n') {
+        // No newline will come: the tail is the file's last line.
+        buf.push(b'\n');
+    }
     // Only whole lines: a line still being written is read next time.
     let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let consumed = (whole as u64).min(len.saturating_sub(cursor.offset));
     let mut out = Lines {
         file: name.to_string(),
-        more: full && cursor.offset + (whole as u64) < len,
+        // More is ready when the budget stopped the read, but not when what is left is
+        // one unterminated line (it would be read again at once, and again).
+        more: full && whole > 0 && cursor.offset + consumed < len,
         ..Default::default()
     };
     if whole > 0 {
@@ -103,8 +205,9 @@ pub fn read_lines(
     }
     out.cursor = FileCursor {
         file: name.to_string(),
-        offset: cursor.offset + whole as u64,
+        offset: cursor.offset + consumed,
         line: cursor.line + out.lines.len() as u64,
+        inode: cursor.inode,
     };
     Ok(out)
 }
@@ -131,11 +234,7 @@ pub fn read_dir_lines(
             ..Default::default()
         });
     };
-    let cursor = cursor.unwrap_or(FileCursor {
-        file: first.clone(),
-        offset: 0,
-        line: 0,
-    });
+    let cursor = cursor.unwrap_or_else(|| FileCursor::start_of(&first));
     // The cursor's file, or (when it is gone) the first file after it.
     let Some(at) = names.iter().position(|n| *n >= cursor.file) else {
         return Ok(Lines {
@@ -147,23 +246,16 @@ pub fn read_dir_lines(
     let start = if *name == cursor.file {
         cursor.clone()
     } else {
-        FileCursor {
-            file: name.clone(),
-            offset: 0,
-            line: 0,
-        }
+        FileCursor::start_of(name)
     };
     let path: PathBuf = dir.join(name);
-    let mut lines = read_lines(&path, name, start, budget)?;
+    // A day's file is not written after the next one begins.
+    let finished = at + 1 < names.len();
+    let mut lines = read_lines_ending(&path, name, start, budget, finished)?;
     let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    if !lines.more && lines.cursor.offset >= len && at + 1 < names.len() {
-        // This day is done and a newer file exists: the next read starts there. (A day's
-        // file is not written after the next one begins.)
-        lines.cursor = FileCursor {
-            file: names[at + 1].clone(),
-            offset: 0,
-            line: 0,
-        };
+    if !lines.more && lines.cursor.offset >= len && finished {
+        // This day is done and a newer file exists: the next read starts there.
+        lines.cursor = FileCursor::start_of(&names[at + 1]);
         lines.more = true;
     }
     Ok(lines)
@@ -212,6 +304,38 @@ mod tests {
     }
 
     #[test]
+    fn a_file_moved_aside_is_finished_before_its_successor_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("accounting");
+        std::fs::write(&path, "a\nb\n").unwrap();
+        let l = read_lines(&path, "accounting", FileCursor::default(), 1 << 20).unwrap();
+        assert_eq!(l.lines.len(), 2);
+        // A line is appended after that read, then the file is moved aside and begun
+        // anew, already longer than the old offset.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"c\n").unwrap();
+        std::fs::rename(&path, dir.path().join("accounting.1")).unwrap();
+        std::fs::write(&path, "first of the new\n").unwrap();
+        let l = read_lines(&path, "accounting", l.cursor, 1 << 20).unwrap();
+        assert_eq!((l.lines, l.more), (vec![(3, "c".into())], true));
+        let l = read_lines(&path, "accounting", l.cursor, 1 << 20).unwrap();
+        assert_eq!(l.lines, vec![(1, "first of the new".into())]);
+        let l = read_lines(&path, "accounting", l.cursor, 1 << 20).unwrap();
+        assert_eq!((l.lines, l.more), (vec![], false));
+        // Moved out of reach (compressed, deleted): the new file from its start.
+        let cursor = l.cursor;
+        std::fs::remove_file(dir.path().join("accounting.1")).unwrap();
+        std::fs::rename(&path, dir.path().join("gone")).unwrap();
+        std::fs::remove_file(dir.path().join("gone")).unwrap();
+        std::fs::write(&path, "x\ny\nz\n").unwrap();
+        let l = read_lines(&path, "accounting", cursor, 1 << 20).unwrap();
+        assert_eq!(l.lines.len(), 3);
+    }
+
+    #[test]
     fn daily_files_are_followed_in_order() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("20240101"), "1\n2\n").unwrap();
@@ -235,5 +359,41 @@ mod tests {
         std::fs::write(dir.path().join("20240102"), "3\n4\n").unwrap();
         let l = read_dir_lines(dir.path(), cursor, 1 << 20).unwrap();
         assert_eq!(l.lines, vec![(2, "4".into())]);
+    }
+
+    #[test]
+    fn a_day_cut_off_mid_line_is_read_to_its_end_once_the_next_begins() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("20240101"), "1\ncut").unwrap();
+        // While it is the newest file, its unterminated line may still be written.
+        let l = read_dir_lines(dir.path(), None, 1 << 20).unwrap();
+        assert_eq!((l.lines, l.more), (vec![(1, "1".into())], false));
+        let cursor = Some(l.cursor);
+        let l = read_dir_lines(dir.path(), cursor.clone(), 1 << 20).unwrap();
+        assert_eq!(l.lines, vec![]);
+        // Once the next day begins, the cut line is its file's last line, and the
+        // follower moves on.
+        std::fs::write(dir.path().join("20240102"), "2\n").unwrap();
+        let l = read_dir_lines(dir.path(), cursor, 1 << 20).unwrap();
+        assert_eq!((l.lines, l.more), (vec![(2, "cut".into())], true));
+        let l = read_dir_lines(dir.path(), Some(l.cursor), 1 << 20).unwrap();
+        assert_eq!(
+            (l.file.as_str(), l.lines),
+            ("20240102", vec![(1, "2".into())])
+        );
+    }
+
+    #[test]
+    fn an_unterminated_tail_longer_than_the_budget_is_not_read_again_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("accounting");
+        let mut text = b"a\n".to_vec();
+        text.extend(std::iter::repeat_n(0u8, 64));
+        std::fs::write(&path, &text).unwrap();
+        let l = read_lines(&path, "accounting", FileCursor::default(), 16).unwrap();
+        assert_eq!((l.lines, l.cursor.offset), (vec![(1, "a".into())], 2));
+        // What is left is one unterminated line: nothing more is ready until it ends.
+        let l = read_lines(&path, "accounting", l.cursor, 16).unwrap();
+        assert_eq!((l.lines, l.cursor.offset, l.more), (vec![], 2, false));
     }
 }

@@ -45,6 +45,19 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// What the store would refuse of this record (times out of order or range, sizes
+    /// not positive), found where the record's line and text are still known.
+    pub fn check(&self) -> Result<(), String> {
+        crate::store::check_job(
+            &self.job_id,
+            self.submit_time,
+            self.start_time,
+            self.end_time,
+            self.nodes,
+            self.walltime_s,
+        )
+    }
+
     /// The latest event this record tells of (submit, start or end).
     pub fn last_event(&self) -> i64 {
         [Some(self.submit_time), self.start_time, self.end_time]
@@ -53,6 +66,13 @@ impl JobRecord {
             .max()
             .unwrap_or(self.submit_time)
     }
+}
+
+/// The queue of a Slurm job: a job submitted to several partitions lists them all
+/// (`debug,long`) while pending; it is counted in the first (once it runs, Slurm names
+/// the one it runs in).
+pub fn slurm_queue(partition: &str) -> &str {
+    partition.split(',').next().unwrap_or("").trim()
 }
 
 /// A record that could not be read, with where it was and why.
@@ -79,6 +99,27 @@ pub struct Batch {
     /// Whether more is ready at once (a file or window only partly read): the poller
     /// polls again without waiting.
     pub more: bool,
+}
+
+impl Batch {
+    /// Takes what one line parsed to: a record, nothing (`Ok(None)`: a comment, a
+    /// line of no job) or the reason it could not be read. A record the store would
+    /// refuse is kept aside here too, so that its reject keeps the line; `reject` makes
+    /// a reject from a reason.
+    pub fn take(
+        &mut self,
+        parsed: Result<Option<JobRecord>, String>,
+        reject: impl FnOnce(String) -> RecordReject,
+    ) {
+        match parsed.and_then(|r| match r {
+            Some(r) => r.check().map(|()| Some(r)),
+            None => Ok(None),
+        }) {
+            Ok(Some(r)) => self.records.push(r),
+            Ok(None) => {}
+            Err(reason) => self.rejects.push(reject(reason)),
+        }
+    }
 }
 
 /// Why a poll failed as a whole (a remote down, slow, or answering garbage).

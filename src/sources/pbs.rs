@@ -73,7 +73,8 @@ pub fn parse_line(line: &str) -> Result<PbsLine, String> {
                 .ok_or_else(|| format!("Resource_List.walltime={v:?} is not a duration"))?,
         ),
     };
-    let nodes = size(&kv)?;
+    // 0 (or less) is no size, as sacct and Grid Engine report it.
+    let nodes = size(&kv)?.filter(|n| *n > 0);
     let state = match (kind, start) {
         ("S", _) => JobState::Running,
         (_, None) => JobState::Cancelled,
@@ -142,15 +143,15 @@ pub fn read_lines(lines: &[(u64, String)]) -> Batch {
         if text.trim().is_empty() {
             continue;
         }
-        match parse_line(text) {
-            Ok(PbsLine::Job(r)) => batch.records.push(r),
-            Ok(PbsLine::Skipped) => {}
-            Err(reason) => batch.rejects.push(RecordReject {
-                line: Some(*n as i64),
-                raw: text.clone(),
-                reason,
-            }),
-        }
+        let parsed = parse_line(text).map(|l| match l {
+            PbsLine::Job(r) => Some(r),
+            PbsLine::Skipped => None,
+        });
+        batch.take(parsed, |reason| RecordReject {
+            line: Some(*n as i64),
+            raw: text.clone(),
+            reason,
+        });
     }
     batch
 }
@@ -240,15 +241,24 @@ mod tests {
             "04/18/2024 10:05:00;S;9.pbs01;queue=workq start=5",
             "04/18/2024 10:05:00;E;10.pbs01;queue=workq qtime=100 start=200 end=300 Resource_List.walltime=soon",
             E,
+            "04/18/2024 10:05:00;E;11.pbs01;queue=workq qtime=200 start=100 end=300",
+            "04/18/2024 10:05:00;E;12.pbs01;queue=workq qtime=100 start=200 end=300 Resource_List.nodect=0",
         ]);
         let b = read_lines(&lines);
-        assert_eq!(b.records.len(), 2);
+        assert_eq!(b.records.len(), 3);
+        // A size of 0 is no size, as sacct and Grid Engine report it.
+        assert_eq!(
+            (b.records[2].job_id.as_str(), b.records[2].nodes),
+            ("12.pbs01", None)
+        );
         assert_eq!(
             reasons(&b),
             vec![
                 (Some(3), "expected DATE;TYPE;JOB_ID;ATTRIBUTES"),
                 (Some(4), "neither qtime nor ctime"),
                 (Some(5), "Resource_List.walltime=\"soon\" is not a duration"),
+                // What the store would refuse is kept aside with its line.
+                (Some(7), "start_time 100 is before submit_time 200"),
             ]
         );
         assert_eq!(b.rejects[0].raw, "garbage");

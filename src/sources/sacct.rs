@@ -109,8 +109,7 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("JobIDRaw {id:?} is not a job id"));
     }
-    // A job submitted to several partitions lists them all; it ran in the first.
-    let queue = f[1].split(',').next().unwrap_or("").trim();
+    let queue = super::slurm_queue(f[1]);
     if queue.is_empty() {
         return Err("empty Partition".into());
     }
@@ -166,15 +165,11 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
 pub fn read_output(text: &str) -> Batch {
     let mut batch = Batch::default();
     for (i, line) in text.lines().enumerate() {
-        match parse_line(line) {
-            Ok(Some(r)) => batch.records.push(r),
-            Ok(None) => {}
-            Err(reason) => batch.rejects.push(RecordReject {
-                line: None,
-                raw: line.to_string(),
-                reason: format!("line {} of sacct's output: {reason}", i + 1),
-            }),
-        }
+        batch.take(parse_line(line), |reason| RecordReject {
+            line: None,
+            raw: line.to_string(),
+            reason: format!("line {} of sacct's output: {reason}", i + 1),
+        });
     }
     batch
 }

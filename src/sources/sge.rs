@@ -45,6 +45,17 @@ fn h_rt(category: &str) -> Result<Option<i64>, String> {
     Ok(None)
 }
 
+/// Whether a colon-separated field continues a time value of the category: two digits
+/// (minutes or seconds) up to its end, a comma or a space (`00`, `00,h_vmem=2G`,
+/// `30 -pe mpi 8`). The field after the category, `iow`, is written with `%f`
+/// (`0.000000`); even a hand-made `0` is not taken for one.
+fn continues_a_time(field: &str) -> bool {
+    let b = field.as_bytes();
+    b.len() >= 2
+        && b[..2].iter().all(u8::is_ascii_digit)
+        && matches!(b.get(2), None | Some(b',' | b' '))
+}
+
 /// Parses one accounting line (`Ok(None)` for a comment or an empty line).
 pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
     if line.trim().is_empty() || line.starts_with('#') {
@@ -65,9 +76,6 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
     if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("job_number {number:?} is not a number"));
     }
-    let submit = time(f[8], "submission_time")?.ok_or("submission_time is 0")?;
-    let start = time(f[9], "start_time")?;
-    let end = time(f[10], "end_time")?;
     let failed: i64 = f[11]
         .trim()
         .parse()
@@ -80,7 +88,31 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
         .trim()
         .parse()
         .map_err(|_| format!("slots {:?} is not a number", f[34]))?;
-    let task: i64 = f[35].trim().parse().unwrap_or(0);
+    let task: i64 = f[35]
+        .trim()
+        .parse()
+        .map_err(|_| format!("task_number {:?} is not a number", f[35]))?;
+    // The category (field 40) may itself hold colons (`-l h_rt=1:00:00`): a field that
+    // follows a digit and is two digits up to its end, a comma or a space continues a
+    // time value.
+    let mut category_end = 39;
+    while f[category_end].ends_with(|c: char| c.is_ascii_digit())
+        && f.get(category_end + 1).is_some_and(|s| continues_a_time(s))
+    {
+        category_end += 1;
+    }
+    let category = f[39..=category_end].join(":");
+    let Some(submit) = time(f[8], "submission_time")? else {
+        // The records of the tasks of a tightly integrated parallel job (`pe_taskid`
+        // set) have no submission time: they are parts of the job's own record.
+        let pe_taskid = f.get(category_end + 2).map_or("", |s| s.trim());
+        if !pe_taskid.is_empty() && !pe_taskid.eq_ignore_ascii_case("none") {
+            return Ok(None);
+        }
+        return Err("submission_time is 0".into());
+    };
+    let start = time(f[9], "start_time")?;
+    let end = time(f[10], "end_time")?;
     let job_id = if task > 0 {
         format!("{number}.{task}")
     } else {
@@ -98,7 +130,7 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
         start_time: start,
         end_time: if start.is_some() { end } else { None },
         nodes: (slots > 0).then_some(slots),
-        walltime_s: h_rt(f[39])?,
+        walltime_s: h_rt(&category)?,
         state,
     }))
 }
@@ -107,15 +139,11 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
 pub fn read_lines(lines: &[(u64, String)]) -> Batch {
     let mut batch = Batch::default();
     for (n, text) in lines {
-        match parse_line(text) {
-            Ok(Some(r)) => batch.records.push(r),
-            Ok(None) => {}
-            Err(reason) => batch.rejects.push(RecordReject {
-                line: Some(*n as i64),
-                raw: text.clone(),
-                reason,
-            }),
-        }
+        batch.take(parse_line(text), |reason| RecordReject {
+            line: Some(*n as i64),
+            raw: text.clone(),
+            reason,
+        });
     }
     batch
 }
@@ -193,6 +221,43 @@ mod tests {
     }
 
     #[test]
+    fn a_category_with_colons_reads_whole() {
+        // `h_rt` given as a time of day, last and in the middle of the category.
+        let r = parse_line(&LINE.replace("h_rt=3600,h_vmem=2G", "h_vmem=2G,h_rt=1:00:00"))
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.walltime_s, r.nodes), (Some(3600), Some(8)));
+        let r = parse_line(&LINE.replace("h_rt=3600", "h_rt=0:30:00"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.walltime_s, Some(1800));
+        let r = parse_line(&LINE.replace("-l h_rt=3600,h_vmem=2G -pe mpi 8", "-l h_rt=2:00:00"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.walltime_s, Some(7200));
+        // An `iow` written as a bare `0` after a category ending in a number stays `iow`.
+        let r =
+            parse_line(&LINE.replace("-l h_rt=3600,h_vmem=2G -pe mpi 8:0.0:", "-l h_rt=600:0:"))
+                .unwrap()
+                .unwrap();
+        assert_eq!(r.walltime_s, Some(600));
+    }
+
+    #[test]
+    fn parallel_task_records_are_not_jobs() {
+        // A task of a tightly integrated parallel job: no submission time, `pe_taskid` set.
+        let task = LINE
+            .replace(":1713434400:", ":0:")
+            .replace(":0.0:NONE:", ":0.0:1.node01:");
+        assert_eq!(parse_line(&task), Ok(None));
+        // Without `pe_taskid` a missing submission time is still an error.
+        assert_eq!(
+            parse_line(&LINE.replace(":1713434400:", ":0:")),
+            Err("submission_time is 0".to_string())
+        );
+    }
+
+    #[test]
     fn comments_are_skipped_and_bad_lines_rejected() {
         let lines = numbered(&[
             "# Version: 8.1.9",
@@ -200,6 +265,7 @@ mod tests {
             "all.q:too:few",
             &LINE.replace(":1713434400:", ":yesterday:"),
             &LINE.replace("h_rt=3600", "h_rt=forever"),
+            &LINE.replace(":mpi:8:0:", ":mpi:8:x:"),
         ]);
         let b = read_lines(&lines);
         assert_eq!(b.records.len(), 1);
@@ -209,6 +275,7 @@ mod tests {
                 (Some(3), "3 colon-separated fields, expected at least 40"),
                 (Some(4), "submission_time \"yesterday\" is not a number"),
                 (Some(5), "h_rt=\"forever\" is not a duration"),
+                (Some(6), "task_number \"x\" is not a number"),
             ]
         );
     }

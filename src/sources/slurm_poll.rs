@@ -45,7 +45,8 @@ pub fn to_record(job: &SlurmJob) -> Result<JobRecord, String> {
     let submit = job
         .submit_time
         .ok_or_else(|| format!("job {} has no submit time", job.job_id))?;
-    if job.partition.trim().is_empty() {
+    let queue = super::slurm_queue(&job.partition);
+    if queue.is_empty() {
         return Err(format!("job {} has no partition", job.job_id));
     }
     // A job Slurm put back in the queue (requeued) has a start from its earlier run;
@@ -53,7 +54,7 @@ pub fn to_record(job: &SlurmJob) -> Result<JobRecord, String> {
     let pending = job.state.is_pending();
     Ok(JobRecord {
         job_id: job.job_id.to_string(),
-        queue: job.partition.clone(),
+        queue: queue.to_string(),
         submit_time: submit,
         start_time: if pending { None } else { job.start_time },
         end_time: if pending { None } else { job.end_time },
@@ -66,13 +67,21 @@ pub fn to_record(job: &SlurmJob) -> Result<JobRecord, String> {
     })
 }
 
+/// Rejects remembered as reported, at most.
+const MAX_SEEN_REJECTS: usize = 100_000;
+
 /// Reads a job list into records and rejects. `seen_rejects` keeps the ids (or raw
 /// text) of rejects already reported, so a bad record that stays in Slurm's list is
 /// kept aside once, not at every poll.
 pub fn read_list(list: &slurm_rest::JobList, seen_rejects: &mut HashSet<String>) -> Batch {
     let mut batch = Batch::default();
+    if seen_rejects.len() > MAX_SEEN_REJECTS {
+        // The store keeps a reject once however often it comes; this only spares it
+        // the writes, and must not grow for the life of the process.
+        seen_rejects.clear();
+    }
     for job in &list.jobs {
-        match to_record(job) {
+        match to_record(job).and_then(|r| r.check().map(|()| r)) {
             Ok(r) => batch.records.push(r),
             Err(reason) => {
                 let raw = serde_json::to_string(job).unwrap_or_default();
@@ -192,6 +201,28 @@ mod tests {
         );
         let timeout = to_record(&job(slurm_rest::JobState::Timeout)).unwrap();
         assert_eq!(timeout.state, JobState::Failed);
+        // Pending in several partitions: counted in the first.
+        let mut several = job(slurm_rest::JobState::Pending);
+        several.partition = "debug,long".into();
+        assert_eq!(to_record(&several).unwrap().queue, "debug");
+        // A start before the submission is kept aside with the job's text.
+        let mut early = job(slurm_rest::JobState::Completed);
+        early.start_time = Some(50);
+        let list = slurm_rest::JobList {
+            jobs: vec![early],
+            ..Default::default()
+        };
+        let b = read_list(&list, &mut HashSet::new());
+        assert_eq!(b.records, vec![]);
+        assert_eq!(
+            b.rejects[0].reason,
+            "start_time 50 is before submit_time 100"
+        );
+        assert!(
+            b.rejects[0].raw.contains("\"job_id\":7"),
+            "{}",
+            b.rejects[0].raw
+        );
         let mut none = job(slurm_rest::JobState::Running);
         none.submit_time = None;
         assert!(to_record(&none).unwrap_err().contains("no submit time"));

@@ -294,50 +294,69 @@ impl NewJob {
     /// Checks what the schema would refuse, so that one bad record is reported by name
     /// instead of failing the whole batch it travels in.
     pub fn validate(&self) -> Result<(), String> {
-        if self.job_id.is_empty() {
-            return Err("job_id is empty".into());
-        }
-        // Times RFC 3339 can write (years 0 to 9999), so that every time the service
-        // shows is a date and sums of times and waits stay far from overflow.
-        const EARLIEST: i64 = -62_167_219_200; // 0000-01-01T00:00:00Z
-        const LATEST: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
-        for (name, t) in [
-            ("submit_time", Some(self.submit_time)),
-            ("start_time", self.start_time),
-            ("end_time", self.end_time),
-        ] {
-            if let Some(t) = t
-                && !(EARLIEST..=LATEST).contains(&t)
-            {
-                return Err(format!("{name} {t} is not a time in the years 0 to 9999"));
-            }
-        }
-        if let Some(s) = self.start_time
-            && s < self.submit_time
+        check_job(
+            &self.job_id,
+            self.submit_time,
+            self.start_time,
+            self.end_time,
+            self.nodes,
+            self.walltime_s,
+        )
+    }
+}
+
+/// What the schema would refuse of a job's fields (see [`NewJob::validate`]).
+pub fn check_job(
+    job_id: &str,
+    submit_time: i64,
+    start_time: Option<i64>,
+    end_time: Option<i64>,
+    nodes: Option<i64>,
+    walltime_s: Option<i64>,
+) -> Result<(), String> {
+    if job_id.is_empty() {
+        return Err("job_id is empty".into());
+    }
+    // Times RFC 3339 can write (years 0 to 9999), so that every time the service
+    // shows is a date and sums of times and waits stay far from overflow.
+    const EARLIEST: i64 = -62_167_219_200; // 0000-01-01T00:00:00Z
+    const LATEST: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+    for (name, t) in [
+        ("submit_time", Some(submit_time)),
+        ("start_time", start_time),
+        ("end_time", end_time),
+    ] {
+        if let Some(t) = t
+            && !(EARLIEST..=LATEST).contains(&t)
         {
-            return Err(format!(
-                "start_time {s} is before submit_time {}",
-                self.submit_time
-            ));
+            return Err(format!("{name} {t} is not a time in the years 0 to 9999"));
         }
-        if let Some(n) = self.nodes
-            && n < 1
-        {
-            return Err(format!("nodes {n} is not positive"));
-        }
-        if let Some(w) = self.walltime_s
-            && w < 1
-        {
-            return Err(format!("walltime_s {w} is not positive"));
-        }
-        match (self.start_time, self.end_time) {
-            (Some(s), Some(e)) if e < s => Err(format!("end_time {e} is before start_time {s}")),
-            (None, Some(e)) if e < self.submit_time => Err(format!(
-                "end_time {e} is before submit_time {}",
-                self.submit_time
-            )),
-            _ => Ok(()),
-        }
+    }
+    if let Some(s) = start_time
+        && s < submit_time
+    {
+        return Err(format!(
+            "start_time {s} is before submit_time {}",
+            submit_time
+        ));
+    }
+    if let Some(n) = nodes
+        && n < 1
+    {
+        return Err(format!("nodes {n} is not positive"));
+    }
+    if let Some(w) = walltime_s
+        && w < 1
+    {
+        return Err(format!("walltime_s {w} is not positive"));
+    }
+    match (start_time, end_time) {
+        (Some(s), Some(e)) if e < s => Err(format!("end_time {e} is before start_time {s}")),
+        (None, Some(e)) if e < submit_time => Err(format!(
+            "end_time {e} is before submit_time {}",
+            submit_time
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -505,6 +505,22 @@ async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
     )
     .await;
 
+    // A plan is made only as planned: changing the form after planning asks for a new
+    // plan before anything can be made.
+    plan_in_the_form(&s, SITE, "debug", "00:05:00", "0.6").await;
+    s.fill("#nodes", "2").await;
+    let disabled = s
+        .eval(
+            "return document.getElementById('create-button').disabled",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        disabled,
+        json!(true),
+        "a changed form still offered the old plan"
+    );
+
     // Plan at local/debug, then make it.
     let planned = plan_in_the_form(&s, SITE, "debug", "00:05:00", "0.6").await;
     let submit_at = planned[1].as_i64().unwrap();
@@ -525,6 +541,14 @@ async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
         .unwrap_or_else(|| panic!("not made: {made}"))
         .to_string();
     assert_eq!(made[1], "planned", "{made}");
+    // One reservation per plan: the button is off until the next plan.
+    let disabled = s
+        .eval(
+            "return document.getElementById('create-button').disabled",
+            json!([]),
+        )
+        .await;
+    assert_eq!(disabled, json!(true), "the plan could be made twice");
     let reservation = format!("/v1/reservations/{id}");
     let res = app.get(&reservation, Some(&token)).await;
     assert_eq!(res.status, 200, "{}", res.text());

@@ -431,6 +431,33 @@ async fn live_ingest_updates_jobs_and_answers_as_of_now() {
         faults[3].1.starts_with("unknown field `partition`"),
         "{out}"
     );
+    // A record that ended before it was submitted (and never started) is named in the
+    // answer like any other, not only counted.
+    let mut ended_early = with("state", json!("cancelled"));
+    ended_early["job_id"] = json!("21");
+    ended_early["end"] = json!(iso(submit - 60));
+    let out = app
+        .json(
+            "POST",
+            "/v1/sites/live1/jobs",
+            Some(&admin),
+            &json!({"jobs": [ended_early]}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (
+            &out["rejected"],
+            &out["rejects"][0]["field"],
+            &out["rejects"][0]["reason"]
+        ),
+        (
+            &json!(1),
+            &json!("jobs[0].end"),
+            &json!("must not be before submit")
+        ),
+        "{out}"
+    );
     // Body errors: bad JSON, a wrong media type, an unknown site.
     app.raw(
         "POST",
