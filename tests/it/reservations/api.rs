@@ -23,9 +23,12 @@ pub(crate) async fn app_with_history() -> (TestApp, String) {
 
 /// [`app_with_history`] on this database.
 async fn app_with_history_on(db: TestDb) -> (TestApp, String) {
-    let app = TestApp::on(db)
-        .adjusted(|c| c.sites = vec![local_site()])
-        .await;
+    app_with_history_at(db, local_site()).await
+}
+
+/// [`app_with_history`] for this configuration of the site.
+async fn app_with_history_at(db: TestDb, site: qbets::config::SiteConfig) -> (TestApp, String) {
+    let app = TestApp::on(db).adjusted(|c| c.sites = vec![site]).await;
     let admin = app.token("admin", Scope::Admin).await;
     let r = app
         .json(
@@ -579,4 +582,39 @@ async fn idempotency_keys_make_one_reservation_on_postgres() {
         return;
     };
     idempotency_story(TestDb::postgres(&url).await).await;
+}
+
+#[tokio::test]
+async fn a_cancel_the_scheduler_cannot_carry_out_says_so_and_can_be_repeated() {
+    // The site's submit target is a port nothing listens on: Slurm is unreachable.
+    let mut site = local_site();
+    if let Some(qbets::submit::SubmitConfig::SlurmRest(s)) = &mut site.submit {
+        s.url = "http://127.0.0.1:9".into();
+    }
+    let (app, _) = app_with_history_at(TestDb::fresh().await, site).await;
+    let alice = app.token("alice", Scope::Reserve).await;
+    let mut body = varq(TEST_NOW + 3600, 0.9);
+    body["command"] = json!("hostname");
+    let r = app
+        .json("POST", "/v1/reservations", Some(&alice), &body)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let uri = format!("/v1/reservations/{}", r.json()["id"].as_str().unwrap());
+    // Cancelled here, but whether Slurm holds a job of it cannot be known: a 502 that
+    // says so (not "the store is unreachable"), and the reservation is cancelled.
+    for _ in 0..2 {
+        let p = app
+            .json("DELETE", &uri, Some(&alice), &json!({}))
+            .await
+            .problem(502);
+        let detail = p["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(
+                "the reservation is cancelled, but its remote job could not be cancelled yet"
+            ) && detail.ends_with("cancel again to retry"),
+            "{p}"
+        );
+        let now = app.get(&uri, Some(&alice)).await.json();
+        assert_eq!(now["state"], "cancelled", "{now}");
+    }
 }
