@@ -38,7 +38,7 @@
 //!
 //! Engine configuration: the replay's default (`--features all`, binomial method).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -516,6 +516,7 @@ impl Predictors {
         // new job is written once, with its bound (one write instead of two).
         store
             .ingest_jobs(records, |changed| {
+                let moved = self.leave_other_queues(site, queues, changed);
                 let mut bounds = Vec::new();
                 for queue in queues {
                     let mut of_queue = changed.iter().filter(|j| j.queue_id == queue.id);
@@ -524,6 +525,7 @@ impl Predictors {
                             site,
                             queue,
                             std::iter::once(first).chain(of_queue),
+                            &moved,
                         ));
                     }
                 }
@@ -532,18 +534,73 @@ impl Predictors {
             .await
     }
 
+    /// A job now in another queue than the one it waited in (Slurm names the first of
+    /// several partitions while a job waits, and the one it runs in once it runs)
+    /// leaves the old queue's predictor: it departs there when it starts (or now).
+    /// Returns the ids of the jobs that moved, for their new queue to take in.
+    fn leave_other_queues(
+        &self,
+        site: &Site,
+        queues: &[Queue],
+        changed: &[Job],
+    ) -> HashSet<String> {
+        let mut moved = HashSet::new();
+        let entry = self.site_entry(site);
+        let others: Vec<(String, Arc<QueueEntry>)> = entry
+            .queues
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(name, q)| (name.clone(), q.clone()))
+            .collect();
+        for job in changed {
+            let Some(now_in) = queues.iter().find(|q| q.id == job.queue_id) else {
+                continue;
+            };
+            for (name, q) in &others {
+                if *name == now_in.name {
+                    continue;
+                }
+                let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
+                let Some((submit, shape)) = live.pending.remove(&job.job_id) else {
+                    continue;
+                };
+                let left = job
+                    .start_time
+                    .unwrap_or_else(|| departure_time(job, submit));
+                let record = JobRecord {
+                    submit,
+                    start: None,
+                    shape,
+                };
+                feed(
+                    &mut live.predictor,
+                    &[record],
+                    &[true],
+                    &[false],
+                    &[(0, left.max(submit))],
+                );
+                moved.insert(job.job_id.clone());
+            }
+        }
+        moved
+    }
+
     /// Hands a predictor the jobs the ingest path inserted or changed (the store's
     /// answer to [`Store::upsert_jobs`]), and returns the bounds predicted at the new
     /// jobs' submission, for the caller to store ([`Predictors::ingest`] does both).
     pub fn observe(&self, site: &Site, queue: &Queue, jobs: &[Job]) -> Vec<JobBound> {
-        self.observe_each(site, queue, jobs)
+        self.observe_each(site, queue, jobs, &HashSet::new())
     }
 
+    /// [`Predictors::observe`]; the jobs of `moved` waited in another queue and are
+    /// new to this one (their bound, predicted there, is kept).
     fn observe_each<'a>(
         &self,
         site: &Site,
         queue: &Queue,
         jobs: impl IntoIterator<Item = &'a Job>,
+        moved: &HashSet<String>,
     ) -> Vec<JobBound> {
         let entry = self.site_entry(site);
         let q = self.queue_entry(site, queue);
@@ -584,8 +641,10 @@ impl Predictors {
                     continue;
                 }
             }
-            let known = job.bound_status.is_some()
-                || live.recent.get(job.job_id.as_str()) == Some(&job.submit_time);
+            let came_from_another_queue = moved.contains(&job.job_id);
+            let known = !came_from_another_queue
+                && (job.bound_status.is_some()
+                    || live.recent.get(job.job_id.as_str()) == Some(&job.submit_time));
             if known {
                 // Heard of before and no longer pending: a started job's later change.
                 continue;
@@ -600,7 +659,7 @@ impl Predictors {
                 records.push(r);
                 ids.push(job.id);
                 arrived.push(false);
-                record.push(true);
+                record.push(!came_from_another_queue);
             }
         }
         if records.is_empty() {

@@ -339,11 +339,19 @@ impl<S: Store> Executor<S> {
                 tracing::warn!(reservation = %r.request.uid, error = %e, "reservation step failed");
             }
         }
-        let claimed = self
-            .store
-            .claim_reservations(now, &self.id, now.saturating_add(self.lease_s), CLAIM_BATCH)
-            .await?;
-        for r in claimed {
+        // One claim per submission, each at the clock's time then: following the
+        // submitted ones above, and each submission, may take a while, and a lease
+        // dated from the start of the tick could run out before its submission did
+        // (another replica would then take it over and submit the job again).
+        for _ in 0..CLAIM_BATCH {
+            let now = self.clock.now();
+            let claimed = self
+                .store
+                .claim_reservations(now, &self.id, now.saturating_add(self.lease_s), 1)
+                .await?;
+            let Some(r) = claimed.into_iter().next() else {
+                break;
+            };
             if let Err(e) = self.submit(&r, now, &mut report).await {
                 report.errors += 1;
                 tracing::warn!(reservation = %r.request.uid, error = %e, "submission failed");
@@ -530,17 +538,26 @@ impl<S: Store> Executor<S> {
             )
         };
         if !self.store.transition_reservation(r.id, &t).await? {
-            // Cancelled while we submitted: the job must not stay.
-            let now_state = self
-                .store
-                .reservation(&r.request.uid)
-                .await?
-                .map(|x| x.state);
-            if now_state == Some(ReservationState::Cancelled) {
+            // Cancelled while we submitted, or the lease lost to another executor that
+            // went on without this job: it must not stay. (One that found this job and
+            // recorded it keeps it.)
+            let now_r = self.store.reservation(&r.request.uid).await?;
+            let recorded = now_r
+                .as_ref()
+                .is_some_and(|x| x.remote_job_id.as_deref() == Some(job_id.as_str()));
+            if !recorded {
                 sub.cancel(&job_id).await?;
-                self.store
-                    .note_reservation(r.id, now, &format!("remote job {job_id} cancelled"))
-                    .await?;
+                if let Some(x) = now_r {
+                    let note = if x.state == ReservationState::Cancelled {
+                        format!("remote job {job_id} cancelled")
+                    } else {
+                        format!(
+                            "remote job {job_id} cancelled: another executor took the \
+                             reservation over while it was submitted"
+                        )
+                    };
+                    self.store.note_reservation(x.id, now, &note).await?;
+                }
             }
         }
         Ok(())

@@ -276,6 +276,57 @@ async fn reads_can_require_tokens_and_writes_need_the_right_scope() {
 }
 
 #[tokio::test]
+async fn a_job_that_starts_in_another_queue_leaves_the_one_it_waited_in() {
+    // Slurm names the first of a pending job's partitions, and the one it runs in once
+    // it runs: the job waited in `debug`, and its wait is `long`'s.
+    let app = TestApp::new().await;
+    let admin = app.token("ops", Scope::Admin).await;
+    app.json(
+        "PUT",
+        "/v1/sites/live1",
+        Some(&admin),
+        &json!({"queues": [{"name": "debug"}, {"name": "long"}]}),
+    )
+    .await;
+    let submit = TEST_NOW - 600;
+    let push = |queue: &str, start: Option<i64>, state: &str| {
+        json!({"jobs": [{"job_id": "7", "queue": queue, "submit": iso(submit),
+                         "start": start.map(iso), "nodes": 1, "walltime": 600, "state": state}]})
+    };
+    let queue = |queues: &serde_json::Value, name: &str| {
+        queues["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    app.json(
+        "POST",
+        "/v1/sites/live1/jobs",
+        Some(&admin),
+        &push("debug", None, "pending"),
+    )
+    .await;
+    let queues = app.get("/v1/sites/live1/queues", None).await.json();
+    assert_eq!(queue(&queues, "debug")["pending"], 1, "{queues}");
+    let out = app
+        .json(
+            "POST",
+            "/v1/sites/live1/jobs",
+            Some(&admin),
+            &push("long", Some(submit + 300), "running"),
+        )
+        .await
+        .json();
+    assert_eq!(out["changed"], 1, "{out}");
+    let queues = app.get("/v1/sites/live1/queues", None).await.json();
+    assert_eq!(queue(&queues, "debug")["pending"], 0, "{queues}");
+    assert_eq!(queue(&queues, "long")["history_size"], 1, "{queues}");
+}
+
+#[tokio::test]
 async fn live_ingest_updates_jobs_and_answers_as_of_now() {
     let app = TestApp::new().await;
     let admin = app.token("ops", Scope::Admin).await;
