@@ -76,6 +76,7 @@ impl StoreTask for Import {
             source: crate::service::import::source_name(&self.file),
             batch_size: self.batch_size,
             now: SystemClock.now(),
+            refuse_other_traces: true,
         };
         let summary = import_trace(&store, &trace, &opts, |n| bar.inc(n)).await?;
         bar.finish_and_clear();

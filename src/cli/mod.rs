@@ -6,6 +6,7 @@
 pub mod default_config;
 pub mod import;
 pub mod migrate;
+pub mod output;
 pub mod progress;
 pub mod replay;
 pub mod serve;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -117,8 +117,10 @@ struct QueueJobs {
 struct Row<'a> {
     queue: &'a str,
     queue_name: Option<&'a str>,
+    /// The method's scores; with no job compared, the fraction, verdict and RMS are
+    /// null (the text table's "-"), not a 0 that reads as a measurement.
     #[serde(flatten)]
-    score: &'a MethodScore,
+    score: serde_json::Value,
     dropped_no_wait: usize,
     clusters: usize,
 }
@@ -132,6 +134,22 @@ struct Document<'a> {
     confidence: f64,
     malformed_lines: usize,
     results: Vec<Row<'a>>,
+}
+
+/// A method's scores as JSON, with what no compared job can measure left null.
+fn score_json(s: &MethodScore) -> serde_json::Value {
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    if s.compared == 0 {
+        for field in [
+            "correct_fraction",
+            "is_correct",
+            "rms_over_s",
+            "accuracy_ratio",
+        ] {
+            v[field] = serde_json::Value::Null;
+        }
+    }
+    v
 }
 
 /// Runs `qbets replay`.
@@ -151,8 +169,10 @@ pub fn run(args: Args) -> Result<()> {
     if args.methods.is_empty() {
         bail!("--methods: give at least one method");
     }
+    // Each method once, in the order first given.
     let mut methods = args.methods.clone();
-    methods.dedup();
+    let mut seen = std::collections::HashSet::new();
+    methods.retain(|m| seen.insert(*m));
     let trace = read_trace(&args.trace)?;
     let queues = split_queues(&trace, args.queue.as_deref(), &args.trace)?;
     let mut config = Config {
@@ -188,6 +208,14 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(a) = args.attribute {
         config.attribute = a;
     }
+    // A setting out of range is named by the flag that set it.
+    config.validate().map_err(|e| {
+        let flag = match e.field {
+            "avail_min_gap_s" => "avail-min-gap".to_string(),
+            field => field.replace('_', "-"),
+        };
+        anyhow::anyhow!("--{flag}: {}", e.reason)
+    })?;
     let opts = ReplayOptions {
         methods,
         quantile: args.quantile,
@@ -208,9 +236,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut csv = match &args.predictions {
         Some(p) => {
-            let f = std::fs::File::create(p)
-                .with_context(|| format!("{}: cannot create", p.display()))?;
-            let mut w = BufWriter::new(f);
+            let mut w = super::output::OutputFile::create(p)?;
             writeln!(
                 w,
                 "queue,job,submit,wait,nodes,walltime,method,prediction,status"
@@ -251,15 +277,15 @@ pub fn run(args: Args) -> Result<()> {
         }
         all_scores.push((q, r.scores, clusters));
     }
-    if let Some(mut w) = csv {
-        w.flush()?;
-    }
     if all_scores.is_empty() {
         bail!(
             "{}: no queue with at least {} job(s) with a known wait",
             args.trace.display(),
             args.min_jobs.max(1)
         );
+    }
+    if let Some(w) = csv {
+        w.commit()?;
     }
     if args.json {
         let doc = Document {
@@ -275,7 +301,7 @@ pub fn run(args: Args) -> Result<()> {
                     scores.iter().map(move |s| Row {
                         queue: &q.label,
                         queue_name: q.name.as_deref(),
-                        score: s,
+                        score: score_json(s),
                         dropped_no_wait: q.dropped,
                         clusters: *clusters,
                     })
@@ -497,7 +523,12 @@ fn markdown_row(
         first.jobs, first.compared, first.maybe_down
     );
     for s in scores {
-        let _ = write!(out, " {} |", bold(s, format!("{:.4}", s.correct_fraction)));
+        let text = if s.compared == 0 {
+            "–".to_string()
+        } else {
+            format!("{:.4}", s.correct_fraction)
+        };
+        let _ = write!(out, " {} |", bold(s, text));
     }
     for s in scores {
         let text = s

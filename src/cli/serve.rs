@@ -22,8 +22,9 @@ pub struct StoreArgs {
     /// postgres://USER:PASSWORD@HOST/DB. Also DATABASE_URL.
     #[arg(long, value_name = "URL", global = true)]
     pub database_url: Option<String>,
-    /// A TOML configuration file (see `qbets default-config`).
-    #[arg(long, value_name = "FILE", env = "QBETS_CONFIG", global = true)]
+    /// A TOML configuration file (see `qbets default-config`). Also QBETS_CONFIG (an
+    /// empty value is no file).
+    #[arg(long, value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,
 }
 
@@ -43,7 +44,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub demo: bool,
     /// With --demo: simulated seconds per real second (300: a second is five minutes).
-    #[arg(long, value_name = "X", default_value_t = 300.0, requires = "demo")]
+    #[arg(long, value_name = "X", default_value_t = 300.0, requires = "demo",
+          value_parser = speedup)]
     pub demo_speedup: f64,
 }
 
@@ -52,8 +54,15 @@ pub const DEMO_DATABASE_URL: &str = "sqlite://qbets-demo.db";
 
 /// Loads the configuration from every layer, flags last.
 pub fn load_config(store: &StoreArgs, listen: Option<SocketAddr>) -> anyhow::Result<Config> {
+    // Read here rather than by clap, which takes an empty QBETS_CONFIG for a
+    // `--config` given without its value.
+    let config = store.config.clone().or_else(|| {
+        std::env::var_os("QBETS_CONFIG")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
     Ok(Config::load(
-        store.config.as_deref(),
+        config.as_deref(),
         |k| std::env::var(k).ok(),
         &Overrides {
             listen,
@@ -98,11 +107,19 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// `--demo-speedup`: above 0, at most a million (a real second is then 11.6 simulated
+/// days; more would outrun what a tick can simulate and the times the store holds).
+fn speedup(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1e6 => Ok(v),
+        _ => Err(format!(
+            "must be a number above 0 and at most 1000000, got {s:?}"
+        )),
+    }
+}
+
 /// Runs `qbets serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    if args.demo && !(args.demo_speedup.is_finite() && args.demo_speedup > 0.0) {
-        anyhow::bail!("--demo-speedup: must be a positive number");
-    }
     let mut config = load_config(&args.store, args.listen)?;
     init_logging(&config)?;
     let demo = args.demo.then(|| DemoOptions {

@@ -5,11 +5,10 @@
 //! May import: anything the subcommand needs; the simulation itself is `crate::sim`.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args as ClapArgs, ValueEnum};
 
 use crate::cli::progress;
@@ -62,10 +61,10 @@ pub struct Args {
     pub arrival: ArrivalArg,
     /// Multiply arrival times (offsets from the first arrival) by this factor; below 1
     /// raises the load (Shmueli §4.1). For the model, it divides the arrival rate.
-    #[arg(long, conflicts_with = "offered_load")]
+    #[arg(long, conflicts_with = "offered_load", value_parser = load_scale)]
     pub load_scale: Option<f64>,
     /// Scale a trace's arrival times so that its offered load becomes this value.
-    #[arg(long, requires = "trace")]
+    #[arg(long, requires = "trace", value_parser = offered)]
     pub offered_load: Option<f64>,
     /// With the model, spread jobs over the three-queue demo site (express ≤ 1 h and
     /// ≤ 64 processors, normal ≤ 18 h, low; served in that order).
@@ -82,16 +81,18 @@ pub struct Args {
     /// Run the VARQ generality experiment (Nurmi §5.3.4): each job becomes, with this
     /// chance, a VARQ request for the next deadline (every `--varq-period` seconds),
     /// planned from a QBETS predictor fed by the simulated history.
-    #[arg(long, requires = "varq_probability", conflicts_with = "experiment")]
+    #[arg(long, requires = "varq_probability", conflicts_with = "experiment", value_parser = fraction)]
     pub varq_fraction: Option<f64>,
     /// Minimum success probability of the VARQ requests.
-    #[arg(long, requires = "varq_fraction")]
+    #[arg(long, requires = "varq_fraction", value_parser = open_probability)]
     pub varq_probability: Option<f64>,
     /// Seconds between VARQ deadlines (the dissertation: six hours).
-    #[arg(long, default_value_t = crate::sim::varq_experiment::DEFAULT_PERIOD_S)]
+    #[arg(long, default_value_t = crate::sim::varq_experiment::DEFAULT_PERIOD_S,
+          value_parser = clap::value_parser!(i64).range(1..=MAX_PERIOD_S))]
     pub varq_period: i64,
     /// Spacing of VARQ's candidate submission times, seconds.
-    #[arg(long, default_value_t = crate::plan::varq::DEFAULT_STEP_S)]
+    #[arg(long, default_value_t = crate::plan::varq::DEFAULT_STEP_S,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_PERIOD_S as u64))]
     pub varq_step: u64,
     /// The attribute the experiment's QBETS predictor clusters jobs by (walltime,
     /// nodes, node-seconds, walltime-then-nodes); default: the product's.
@@ -102,7 +103,7 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["trace", "model", "policy"])]
     pub experiment: Option<Experiment>,
     /// Runs of the experiment.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_RUNS))]
     pub runs: u64,
     /// Also run SAg in the experiment and count disagreements with SAcb.
     #[arg(long)]
@@ -132,6 +133,72 @@ pub enum ArrivalArg {
     Kth,
     /// SDSC SP2.
     Sdsc,
+}
+
+/// Writes one JSON document per line, whole or not at all.
+fn write_json_lines<T: serde::Serialize>(out: &Path, records: &[T]) -> Result<()> {
+    super::output::write_whole(out, |w| {
+        for r in records {
+            serde_json::to_writer(&mut *w, r)?;
+            writeln!(w)?;
+        }
+        Ok(())
+    })
+}
+
+/// Longest VARQ deadline period or planning step: a year.
+const MAX_PERIOD_S: i64 = 366 * 86_400;
+
+/// Most runs of an experiment (each keeps a record in memory).
+const MAX_RUNS: u64 = 1_000_000;
+
+/// Widest arrival-time scaling: a millionfold either way (a trace's years then still
+/// fit in seconds since 1970 many times over).
+const LOAD_SCALE_RANGE: (f64, f64) = (1e-6, 1e6);
+
+fn number(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| format!("{s:?} is not a number"))
+}
+
+fn load_scale(s: &str) -> Result<f64, String> {
+    let (lo, hi) = LOAD_SCALE_RANGE;
+    let v = number(s)?;
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("must be from {lo:e} to {hi:e}, got {v}"))
+    }
+}
+
+fn offered(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    if v > 0.0 && v <= 100.0 {
+        Ok(v)
+    } else {
+        Err(format!("must be above 0 and at most 100, got {v}"))
+    }
+}
+
+fn fraction(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("must be from 0 to 1, got {v}"))
+    }
+}
+
+fn open_probability(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    if v > 0.0 && v < 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("must be strictly between 0 and 1, got {v}"))
+    }
 }
 
 fn parse_priorities(s: &str) -> Result<BTreeMap<i32, i32>, String> {
@@ -167,16 +234,6 @@ pub fn run(args: Args) -> Result<()> {
         None if varq => PathBuf::new(),
         None => bail!("--out is required"),
     };
-    if let Some(f) = args.load_scale
-        && !(f.is_finite() && f > 0.0)
-    {
-        bail!("--load-scale must be a positive number, got {f}");
-    }
-    if let Some(l) = args.offered_load
-        && !(l.is_finite() && l > 0.0)
-    {
-        bail!("--offered-load must be a positive number, got {l}");
-    }
     let mut header = vec![
         "Version: 2.2".to_string(),
         "Computer: qbets scheduler simulator".to_string(),
@@ -316,7 +373,17 @@ fn load_trace(path: &Path, args: &Args, header: &mut Vec<String>) -> Result<Load
     let load0 = offered_load(&natural.jobs, processors);
     let scale = match (args.load_scale, args.offered_load) {
         (Some(f), _) => f,
-        (None, Some(l)) => load0 / l,
+        (None, Some(l)) => {
+            let f = load0 / l;
+            let (lo, hi) = LOAD_SCALE_RANGE;
+            if !(lo..=hi).contains(&f) {
+                bail!(
+                    "--offered-load {l}: the trace's offered load is {load0:.3}, and reaching \
+                     {l} would scale its arrival times by {f:e}, outside {lo:e} to {hi:e}"
+                );
+            }
+            f
+        }
         (None, None) => 1.0,
     };
     let converted = if scale == 1.0 {
@@ -408,17 +475,15 @@ fn write_schedule(
     let mut outcomes: Vec<_> = result.outcomes.iter().collect();
     // Submit order, as SWF files are written.
     outcomes.sort_by_key(|o| (o.job.submit, o.job.id));
-    let file = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
-    let mut w = BufWriter::new(file);
-    swf::write_comments(&mut w, header)?;
-    for o in outcomes {
-        let orig: Option<&SwfRecord> =
-            trace.and_then(|t| by_id.get(&o.job.id).map(|&i| &t.records[i]));
-        writeln!(w, "{}", swf_jobs::outcome_record(o, orig))?;
-    }
-    w.flush()
-        .with_context(|| format!("{}: cannot write", out.display()))?;
-    Ok(())
+    super::output::write_whole(out, |w| {
+        swf::write_comments(&mut *w, header)?;
+        for o in outcomes {
+            let orig: Option<&SwfRecord> =
+                trace.and_then(|t| by_id.get(&o.job.id).map(|&i| &t.records[i]));
+            writeln!(w, "{}", swf_jobs::outcome_record(o, orig))?;
+        }
+        Ok(())
+    })
 }
 
 fn print_metrics(m: &Metrics, policy: &Policy, processors: u32, total: usize) {
@@ -462,15 +527,7 @@ fn run_varq(
         );
     }
     if let Some(out) = out {
-        let file =
-            File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
-        let mut w = BufWriter::new(file);
-        for r in &run.records {
-            serde_json::to_writer(&mut w, r)?;
-            writeln!(w)?;
-        }
-        w.flush()
-            .with_context(|| format!("{}: cannot write", out.display()))?;
+        write_json_lines(out, &run.records)?;
     }
     let s = varq_summarize(exp, jobs.len(), &run);
     if json {
@@ -556,15 +613,7 @@ fn run_sa_experiment(args: &Args) -> Result<()> {
     let mut records: Vec<SaRunRecord> = records.into_inner().expect("threads joined");
     records.sort_by_key(|r| r.run);
     if let Some(out) = &args.out {
-        let file =
-            File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
-        let mut w = BufWriter::new(file);
-        for r in &records {
-            serde_json::to_writer(&mut w, r)?;
-            writeln!(w)?;
-        }
-        w.flush()
-            .with_context(|| format!("{}: cannot write", out.display()))?;
+        write_json_lines(out, &records)?;
     }
     let s = summarize(&records);
     if args.json {

@@ -163,6 +163,11 @@ impl FromStr for Features {
         match s.trim() {
             "none" => return Ok(Features::NONE),
             "all" => return Ok(Features::ALL),
+            "" => {
+                return Err(
+                    "give none, all, or a list of trim, cluster, avail, censored".to_string(),
+                );
+            }
             _ => {}
         }
         let mut f = Features::NONE;
@@ -510,6 +515,10 @@ mod tests {
         assert!(f.trim && f.avail && !f.cluster);
         assert_eq!(f.to_string(), "trim,avail");
         assert!("trim,colour".parse::<Features>().is_err());
+        assert!(
+            " ".parse::<Features>().is_err(),
+            "an empty list is not none"
+        );
         assert_eq!(
             "node-seconds".parse::<Attribute>(),
             Ok(Attribute::NodeSeconds)

@@ -24,6 +24,9 @@ pub struct ImportOptions {
     pub batch_size: usize,
     /// When the import runs (Unix seconds), stamped on rejects.
     pub now: i64,
+    /// Refuse a site that holds another machine's trace (the command line, where the
+    /// site is the user's choice; a configured source's site is its file's).
+    pub refuse_other_traces: bool,
 }
 
 /// What an import did.
@@ -69,9 +72,44 @@ pub enum ImportError {
         "site {0:?} is a live site; traces are imported into archive sites (choose another --site name)"
     )]
     LiveSite(String),
+    /// The site holds another trace (another machine's, by its header): the two would
+    /// mix, and job numbers the first already used would be taken for its jobs.
+    #[error(
+        "site {site:?} holds another trace ({held}); this one is {new}: import it under another --site"
+    )]
+    OtherTrace {
+        /// The site.
+        site: String,
+        /// What the site holds (its description and time zone).
+        held: String,
+        /// What the new trace is.
+        new: String,
+    },
+    /// Not one line of the file is a job: not an SWF trace, or an empty one.
+    #[error(
+        "no job lines in the trace ({bad} {} kept aside as malformed); nothing imported",
+        if *.bad == 1 { "line" } else { "lines" }
+    )]
+    NoJobs {
+        /// Lines that were neither comments nor jobs.
+        bad: usize,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// A trace's identity as the header gives it, for messages: its description and zone.
+fn identity(description: &str, time_zone: Option<&str>) -> String {
+    let d = if description.is_empty() {
+        "no description"
+    } else {
+        description
+    };
+    match time_zone {
+        Some(z) => format!("{d}, {z}"),
+        None => d.to_string(),
+    }
 }
 
 /// The name a trace's rejects are kept under: its file's name, the same whether the
@@ -151,11 +189,29 @@ pub async fn import_trace<S: Store>(
     mut progress: impl FnMut(u64),
 ) -> Result<ImportSummary, ImportError> {
     let started = Instant::now();
+    if trace.records.is_empty() {
+        return Err(ImportError::NoJobs {
+            bad: trace.bad.len(),
+        });
+    }
+    let description = describe(&trace.header);
+    if opts.refuse_other_traces
+        && let Some(held) = store.site(&opts.site).await?
+        && held.kind == SiteKind::Archive
+        && (held.description != description || held.time_zone != trace.header.time_zone)
+        && store.site_last_event(held.id).await?.is_some()
+    {
+        return Err(ImportError::OtherTrace {
+            site: held.name.clone(),
+            held: identity(&held.description, held.time_zone.as_deref()),
+            new: identity(&description, trace.header.time_zone.as_deref()),
+        });
+    }
     let site = store
         .upsert_site(&NewSite {
             name: opts.site.clone(),
             kind: SiteKind::Archive,
-            description: describe(&trace.header),
+            description,
             time_zone: trace.header.time_zone.clone(),
         })
         .await?;

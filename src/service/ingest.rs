@@ -481,23 +481,25 @@ async fn import_swf_once<S: Store>(
         tracing::info!(site, path = %path.display(), "SWF trace already imported");
         return;
     }
+    // A failure is also recorded as the source's last error, where `…/ingest` shows it.
+    let failed = |error: String| async move {
+        tracing::error!(site, path = %path.display(), error = %error, "SWF import failed");
+        if let Ok(Some(st)) = store.site(site).await {
+            let _ = store.source_failed(st.id, "swf", "swf", now, &error).await;
+        }
+    };
     let p = path.to_path_buf();
     let trace = match tokio::task::spawn_blocking(move || crate::trace::swf::read_file(&p)).await {
         Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
-            tracing::error!(site, path = %path.display(), error = %e, "cannot read the SWF trace");
-            return;
-        }
-        Err(e) => {
-            tracing::error!(site, error = %e, "the SWF reader failed");
-            return;
-        }
+        Ok(Err(e)) => return failed(e.to_string()).await,
+        Err(e) => return failed(format!("the SWF reader failed: {e}")).await,
     };
     let opts = super::import::ImportOptions {
         site: site.to_string(),
         source: super::import::source_name(path),
         batch_size,
         now,
+        refuse_other_traces: false,
     };
     match super::import::import_trace(store, &trace, &opts, |_| {}).await {
         Ok(s) => {
@@ -529,7 +531,7 @@ async fn import_swf_once<S: Store>(
                 }
             }
         }
-        Err(e) => tracing::error!(site, error = %e, "SWF import failed"),
+        Err(e) => failed(e.to_string()).await,
     }
 }
 

@@ -46,7 +46,9 @@ pub const REBUILD_PAGE: i64 = 10_000;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The URL names no backend we have (neither `sqlite:` nor `postgres:`).
-    #[error("unsupported database URL {0:?}: use sqlite://FILE or postgres://…")]
+    #[error(
+        "unsupported database URL {0:?}: use sqlite://FILE (a file, not memory) or postgres://…"
+    )]
     UnsupportedUrl(String),
     /// A uniqueness rule was broken, e.g. a token name already taken.
     #[error("{0}")]
@@ -897,7 +899,14 @@ pub enum Backend {
 impl Backend {
     /// Reads the scheme of a database URL.
     pub fn from_url(url: &str) -> StoreResult<Self> {
-        if url.starts_with("sqlite:") {
+        if let Some(rest) = url.strip_prefix("sqlite:") {
+            // A file, or nothing would be kept: an empty path, and an in-memory
+            // database (each pooled connection would hold its own, empty one).
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            let path = path.split('?').next().unwrap_or("");
+            if path.is_empty() || path == ":memory:" || url.contains("mode=memory") {
+                return Err(StoreError::UnsupportedUrl(redact_url(url)));
+            }
             Ok(Backend::Sqlite)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Backend::Postgres)
@@ -978,9 +987,21 @@ mod tests {
     fn backends_are_chosen_by_scheme() {
         assert_eq!(Backend::from_url("sqlite://x.db").unwrap(), Backend::Sqlite);
         assert_eq!(
-            Backend::from_url("sqlite::memory:").unwrap(),
+            Backend::from_url("sqlite:qbets.db?mode=rwc").unwrap(),
             Backend::Sqlite
         );
+        // Nothing would be kept: no file, or a database in memory.
+        for url in [
+            "sqlite://",
+            "sqlite:",
+            "sqlite://?mode=rwc",
+            "sqlite::memory:",
+        ] {
+            assert!(
+                matches!(Backend::from_url(url), Err(StoreError::UnsupportedUrl(_))),
+                "{url}"
+            );
+        }
         assert_eq!(
             Backend::from_url("postgres://u@h/db").unwrap(),
             Backend::Postgres

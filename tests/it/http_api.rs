@@ -162,6 +162,44 @@ async fn importing_twice_through_the_cli_changes_nothing() {
     assert_eq!(second.already_stored, first.inserted);
     let after = app.get("/v1/sites/test/queues", None).await.json();
     assert_eq!(before, after);
+
+    // Another machine's trace into the same site would mix the two (and take its job
+    // numbers for the first's): refused, naming both; a file with no job is refused
+    // before any site is made.
+    let other = dir.path().join("other.swf");
+    std::fs::write(
+        &other,
+        TRACE
+            .replace("Unit Test Centre", "Elsewhere")
+            .replace("Europe/Paris", "UTC"),
+    )
+    .unwrap();
+    let e = qbets::cli::import::import_file(&app.config, "test", &other)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        format!("{e:#}"),
+        "site \"test\" holds another trace (Unit Test Centre (Test Cluster), Europe/Paris); \
+         this one is Elsewhere (Test Cluster), UTC: import it under another --site"
+    );
+    app.import("other", &other).await;
+    let empty = dir.path().join("empty.swf");
+    std::fs::write(&empty, "; Version: 2.2\nnot a job\n").unwrap();
+    let e = qbets::cli::import::import_file(&app.config, "empty", &empty)
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{e:#}").contains("no job lines in the trace (1 line kept aside"),
+        "{e:#}"
+    );
+    let sites = app.get("/v1/sites", None).await.json();
+    let names: Vec<&str> = sites["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["other", "test"]);
 }
 
 #[tokio::test]

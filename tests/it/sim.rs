@@ -591,6 +591,81 @@ fn simulate_rejects_bad_arguments_with_clear_errors() {
 }
 
 #[test]
+fn numbers_out_of_range_are_refused_by_the_flag_that_gave_them() {
+    // Each once panicked on an overflow (or ran out of memory) instead.
+    let refused = |args: &[&str], flag: &str| {
+        let o = qbets().args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains(&format!("for '{flag}")) && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    };
+    let model = [
+        "simulate",
+        "--policy",
+        "easy",
+        "--processors",
+        "8",
+        "--model",
+        "cirne",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        model
+            .iter()
+            .chain(["--jobs", "10", "--out", "/dev/null"].iter())
+            .chain(extra)
+            .copied()
+            .collect()
+    };
+    refused(&with(&["--load-scale", "1e15"]), "--load-scale");
+    refused(&with(&["--load-scale", "0"]), "--load-scale");
+    refused(
+        &with(&[
+            "--varq-fraction",
+            "0.1",
+            "--varq-probability",
+            "0.75",
+            "--varq-period",
+            "9223372036854775807",
+        ]),
+        "--varq-period",
+    );
+    refused(
+        &with(&["--varq-fraction", "1.5", "--varq-probability", "0.75"]),
+        "--varq-fraction",
+    );
+    refused(
+        &[
+            "simulate",
+            "--experiment",
+            "cirne-sa",
+            "--runs",
+            "18446744073709551615",
+        ],
+        "--runs",
+    );
+    refused(
+        &["serve", "--demo", "--demo-speedup", "1e308"],
+        "--demo-speedup",
+    );
+    refused(&["replay", "x.swf", "--features", ""], "--features");
+    // A setting checked with the others is named by its flag too.
+    let trace = std::env::temp_dir().join(format!("qbets-range-{}.swf", std::process::id()));
+    std::fs::write(&trace, "1 0 10 100 4 -1 -1 4 3600 -1 1 1 1 -1 1 -1 -1 -1\n").unwrap();
+    let o = qbets()
+        .args(["replay", "--avail-quantile", "2"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&trace);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(stderr.contains("--avail-quantile: "), "{stderr}");
+}
+
+#[test]
 fn simulate_refuses_conservative_with_queue_priorities() {
     let dir = tempfile::tempdir().unwrap();
     for extra in [&["--priority", "1=0,2=1"][..], &["--demo-queues"][..]] {
