@@ -186,7 +186,9 @@ impl ApiError {
                 plain(format!("this needs a token with scope {scope} (or admin)"))
             }
             ApiError::MethodNotAllowed => plain("this route does not accept that method".into()),
-            ApiError::Unavailable(_) => plain("the store is unreachable; try again later".into()),
+            ApiError::Unavailable(_) => {
+                plain("the store is busy or unreachable; try again shortly".into())
+            }
             ApiError::Internal(_) => plain("internal error; it has been logged".into()),
         }
     }
@@ -208,6 +210,12 @@ impl IntoResponse for ApiError {
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if matches!(self, ApiError::Unavailable(_)) {
+            // Busy or unreachable for a moment: a client may try again shortly.
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         if matches!(self, ApiError::Unauthorized(_)) {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -223,6 +231,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Conflict(m) => ApiError::Conflict(m),
             StoreError::Invalid(m) => ApiError::BadRequest(m),
+            StoreError::Unavailable(m) => ApiError::Unavailable(m),
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -59,9 +59,14 @@ pub enum StoreError {
     /// Migrations could not be applied.
     #[error("database migration failed: {0}")]
     Migrate(String),
-    /// The database failed or could not be reached.
+    /// The database failed.
     #[error("database error: {0}")]
     Database(String),
+    /// The database could not be reached, or was too busy to answer (locked, a
+    /// deadlock or serialization failure, no connection free in time): trying again
+    /// later may succeed.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// Result of a store operation.
@@ -318,6 +323,11 @@ pub fn check_job(
 ) -> Result<(), String> {
     if job_id.is_empty() {
         return Err("job_id is empty".into());
+    }
+    // PostgreSQL's text cannot hold NUL, and no scheduler writes control characters in
+    // an id: a file that has them is damaged there.
+    if job_id.chars().any(char::is_control) {
+        return Err(format!("job_id {job_id:?} contains control characters"));
     }
     // Times RFC 3339 can write (years 0 to 9999), so that every time the service
     // shows is a date and sums of times and waits stay far from overflow.
@@ -685,7 +695,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         total: i64,
     ) -> impl Future<Output = StoreResult<Vec<Job>>> + Send;
 
-    /// Records the bounds predicted at submission.
+    /// Records the bounds predicted at submission, for jobs that have none yet (a
+    /// bound another writer recorded meanwhile — a requeue's — is not overwritten).
     fn set_bounds(&self, bounds: &[JobBound]) -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Stores a token; a name already taken is a [`StoreError::Conflict`].
@@ -970,11 +981,34 @@ fn db_error(e: sqlx::Error) -> StoreError {
         }
         // PostgreSQL's class 22, "data exception": a value the database cannot hold,
         // such as text with a NUL character, which SQLite stores and PostgreSQL refuses.
-        if let Some(pg) = d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
-            && pg.code().starts_with("22")
-        {
-            return StoreError::Invalid(pg.message().to_string());
+        if let Some(pg) = d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+            if pg.code().starts_with("22") {
+                return StoreError::Invalid(pg.message().to_string());
+            }
+            // Serialization failure, deadlock, lock not available, too many connections,
+            // shutting down.
+            if matches!(
+                pg.code(),
+                "40001" | "40P01" | "55P03" | "53300" | "57P01" | "57P03"
+            ) {
+                return StoreError::Unavailable(pg.message().to_string());
+            }
         }
+        // SQLITE_BUSY and SQLITE_LOCKED, with their extended codes: the busy timeout ran
+        // out while another writer held the database.
+        if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+            && d.code()
+                .and_then(|c| c.parse::<i32>().ok())
+                .is_some_and(|c| matches!(c & 0xff, 5 | 6))
+        {
+            return StoreError::Unavailable(d.message().to_string());
+        }
+    }
+    if matches!(
+        e,
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_)
+    ) {
+        return StoreError::Unavailable(e.to_string());
     }
     StoreError::Database(e.to_string())
 }
@@ -982,6 +1016,31 @@ fn db_error(e: sqlx::Error) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_locked_sqlite_database_is_unavailable_not_a_failure() {
+        use sqlx::ConnectOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(dir.path().join("x.db"))
+            .create_if_missing(true)
+            .busy_timeout(std::time::Duration::ZERO);
+        let mut holder = opts.connect().await.unwrap();
+        sqlx::query("CREATE TABLE t (x INTEGER)")
+            .execute(&mut holder)
+            .await
+            .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut holder)
+            .await
+            .unwrap();
+        let mut other = opts.connect().await.unwrap();
+        let e = sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&mut other)
+            .await
+            .unwrap_err();
+        assert!(matches!(db_error(e), StoreError::Unavailable(_)));
+    }
 
     #[test]
     fn backends_are_chosen_by_scheme() {
@@ -1063,6 +1122,14 @@ mod tests {
             ..ok.clone()
         };
         assert_eq!(zero.validate().unwrap_err(), "nodes 0 is not positive");
+        let nul = NewJob {
+            job_id: "7\0".into(),
+            ..ok.clone()
+        };
+        assert_eq!(
+            nul.validate().unwrap_err(),
+            "job_id \"7\\0\" contains control characters"
+        );
         let never = NewJob {
             start_time: Some(i64::MAX),
             ..ok.clone()

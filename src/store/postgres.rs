@@ -390,7 +390,7 @@ impl Store for PgStore {
         sqlx::query(
             "UPDATE jobs SET bound_s = u.bound_s, bound_status = u.status \
              FROM UNNEST($1::int8[], $2::int8[], $3::text[]) AS u(id, bound_s, status) \
-             WHERE jobs.id = u.id",
+             WHERE jobs.id = u.id AND jobs.bound_status IS NULL",
         )
         .bind(ids)
         .bind(values)

@@ -182,15 +182,20 @@ macro_rules! reservation_store_methods {
     ) -> StoreResult<Vec<Reservation>> {
         // The conditions are checked again on the row being updated: under PostgreSQL's
         // READ COMMITTED a second claimer waiting on the row re-reads it, sees the lease
-        // and leaves it. A lease that ran out (its holder died) may be taken over.
+        // and leaves it. A lease that ran out (its holder died) may be taken over. The
+        // rows are picked once, in a materialized CTE: as `id IN (subquery)` both
+        // databases may run the subquery again for each row updated, and each run
+        // finds the next unleased row — every due reservation was claimed at once,
+        // whatever the limit.
         let rows = sqlx::query_as::<_, ReservationRow>(concat!(
-            "UPDATE reservations SET lease_owner = $2, lease_until = $3, updated_at = $1 \
-             WHERE id IN (SELECT id FROM reservations \
+            "WITH picked AS MATERIALIZED (SELECT id FROM reservations \
                  WHERE state = 'planned' AND submit_at <= $1 \
                    AND (lease_until IS NULL OR lease_until < $1) \
                  ORDER BY submit_at, id LIMIT $4 ",
             $lock,
-            ") AND state = 'planned' AND (lease_until IS NULL OR lease_until < $1) RETURNING ",
+            ") UPDATE reservations SET lease_owner = $2, lease_until = $3, updated_at = $1 \
+             WHERE id IN (SELECT id FROM picked) \
+               AND state = 'planned' AND (lease_until IS NULL OR lease_until < $1) RETURNING ",
             reservation_columns!()
         ))
         .bind(now)

@@ -258,13 +258,16 @@ impl Store for SqliteStore {
         let mut conn = self.pool.acquire().await.map_err(db_error)?;
         let mut tx = conn.begin().await.map_err(db_error)?;
         for b in bounds {
-            sqlx::query("UPDATE jobs SET bound_s = ?, bound_status = ? WHERE id = ?")
-                .bind(b.bound_s)
-                .bind(&b.status)
-                .bind(b.id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
+            sqlx::query(
+                "UPDATE jobs SET bound_s = ?, bound_status = ? \
+                 WHERE id = ? AND bound_status IS NULL",
+            )
+            .bind(b.bound_s)
+            .bind(&b.status)
+            .bind(b.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
         }
         tx.commit().await.map_err(db_error)
     }

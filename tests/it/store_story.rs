@@ -279,9 +279,11 @@ async fn story<S: Store>(store: S) {
     assert_eq!(changed.len(), 1);
     assert_eq!(changed[0].start_time, Some(2_130));
 
-    // Predicted bounds are written back and read with the window.
+    // Predicted bounds are written back and read with the window; a job's bound is
+    // written once (a late writer does not replace it).
     let first = &window[0];
     store.set_bounds(&[ok_bound(first.id, 420)]).await.unwrap();
+    store.set_bounds(&[ok_bound(first.id, 999)]).await.unwrap();
     let back = store
         .jobs_started(
             express.id,

@@ -154,11 +154,11 @@ fn simulate_varq_prints_the_table_and_json_and_refuses_bad_values() {
     for (args, message) in [
         (
             &["--varq-fraction", "1.5", "--varq-probability", "0.5"][..],
-            "varq fraction 1.5 is not between 0 and 1",
+            "invalid value '1.5' for '--varq-fraction <VARQ_FRACTION>': must be from 0 to 1",
         ),
         (
             &["--varq-fraction", "0.5", "--varq-probability", "1"][..],
-            "varq probability 1 is not strictly between 0 and 1",
+            "invalid value '1' for '--varq-probability <VARQ_PROBABILITY>': must be strictly between 0 and 1",
         ),
         (
             &[
@@ -169,7 +169,7 @@ fn simulate_varq_prints_the_table_and_json_and_refuses_bad_values() {
                 "--varq-step",
                 "0",
             ][..],
-            "planning step 0 s is below 1 s",
+            "invalid value '0' for '--varq-step <VARQ_STEP>': 0 is not in 1..=31622400",
         ),
         (&["--varq-fraction", "0.5"][..], "--varq-probability"),
     ] {

@@ -268,6 +268,41 @@ async fn a_crash_before_submission_submits_exactly_once_after_the_lease() {
     on_store!(db.url(), crash_before_submission);
 }
 
+/// A claim leases no more reservations than asked for (each lease is dated from the
+/// clock's time at its claim; a claim that took every due reservation at once gave the
+/// last of them a lease that could run out before their submission).
+async fn claims_take_what_is_asked<S: Store>(store: S) {
+    let now = real_now();
+    for _ in 0..3 {
+        seed(&store, now, now + 900, RunMode::BestEffort).await;
+    }
+    let mut got = Vec::new();
+    for limit in [1, 5, 5] {
+        got.push(
+            store
+                .claim_reservations(now, "x", now + 60, limit)
+                .await
+                .unwrap()
+                .len(),
+        );
+    }
+    assert_eq!(got, [1, 2, 0]);
+}
+
+#[tokio::test]
+async fn a_claim_takes_no_more_than_asked_on_sqlite() {
+    let db = TestDb::sqlite();
+    on_store!(db.url(), claims_take_what_is_asked);
+}
+
+#[tokio::test]
+async fn a_claim_takes_no_more_than_asked_on_postgres() {
+    let admin =
+        postgres_url().unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let db = TestDb::postgres(&admin).await;
+    on_store!(db.url(), claims_take_what_is_asked);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_executors_on_one_postgres_submit_each_reservation_once() {
     let admin =
