@@ -545,13 +545,17 @@ impl<S: Store> Executor<S> {
         };
         if !self.store.transition_reservation(r.id, &t).await? {
             // Cancelled while we submitted, or the lease lost to another executor that
-            // went on without this job: it must not stay. (One that found this job and
-            // recorded it keeps it.)
+            // recorded a job of its own: this one must not stay. (An executor that took
+            // the lease over and has recorded nothing yet may be adopting this very
+            // job, found by the reservation's id: it stays.)
             let now_r = self.store.reservation(&r.request.uid).await?;
-            let recorded = now_r
-                .as_ref()
-                .is_some_and(|x| x.remote_job_id.as_deref() == Some(job_id.as_str()));
-            if !recorded {
+            let duplicate = now_r.as_ref().is_some_and(|x| {
+                x.state == ReservationState::Cancelled
+                    || x.remote_job_id
+                        .as_deref()
+                        .is_some_and(|other| other != job_id.as_str())
+            });
+            if duplicate {
                 sub.cancel(&job_id).await?;
                 if let Some(x) = now_r {
                     let note = if x.state == ReservationState::Cancelled {
