@@ -12,3 +12,13 @@ pub mod replay;
 pub mod serve;
 pub mod simulate;
 pub mod token;
+
+/// A finite number given on the command line that `ok` accepts; `want` says which
+/// numbers it takes, for the error clap shows beside the flag.
+pub(crate) fn number_where(s: &str, ok: impl Fn(f64) -> bool, want: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && ok(v) => Ok(v),
+        Ok(v) if v.is_finite() => Err(format!("must be {want}, got {v}")),
+        _ => Err(format!("{s:?} is not a number")),
+    }
+}

@@ -110,12 +110,7 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// `--demo-speedup`: above 0, at most a million (a real second is then 11.6 simulated
 /// days; more would outrun what a tick can simulate and the times the store holds).
 fn speedup(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 1e6 => Ok(v),
-        _ => Err(format!(
-            "must be a number above 0 and at most 1000000, got {s:?}"
-        )),
-    }
+    super::number_where(s, |v| v > 0.0 && v <= 1e6, "above 0 and at most 1000000")
 }
 
 /// Runs `qbets serve`.

@@ -156,49 +156,25 @@ const MAX_RUNS: u64 = 1_000_000;
 /// fit in seconds since 1970 many times over).
 const LOAD_SCALE_RANGE: (f64, f64) = (1e-6, 1e6);
 
-fn number(s: &str) -> Result<f64, String> {
-    s.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| format!("{s:?} is not a number"))
-}
-
 fn load_scale(s: &str) -> Result<f64, String> {
     let (lo, hi) = LOAD_SCALE_RANGE;
-    let v = number(s)?;
-    if (lo..=hi).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("must be from {lo:e} to {hi:e}, got {v}"))
-    }
+    super::number_where(
+        s,
+        |v| (lo..=hi).contains(&v),
+        &format!("from {lo:e} to {hi:e}"),
+    )
 }
 
 fn offered(s: &str) -> Result<f64, String> {
-    let v = number(s)?;
-    if v > 0.0 && v <= 100.0 {
-        Ok(v)
-    } else {
-        Err(format!("must be above 0 and at most 100, got {v}"))
-    }
+    super::number_where(s, |v| v > 0.0 && v <= 100.0, "above 0 and at most 100")
 }
 
 fn fraction(s: &str) -> Result<f64, String> {
-    let v = number(s)?;
-    if (0.0..=1.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("must be from 0 to 1, got {v}"))
-    }
+    super::number_where(s, |v| (0.0..=1.0).contains(&v), "from 0 to 1")
 }
 
 fn open_probability(s: &str) -> Result<f64, String> {
-    let v = number(s)?;
-    if v > 0.0 && v < 1.0 {
-        Ok(v)
-    } else {
-        Err(format!("must be strictly between 0 and 1, got {v}"))
-    }
+    super::number_where(s, |v| v > 0.0 && v < 1.0, "strictly between 0 and 1")
 }
 
 fn parse_priorities(s: &str) -> Result<BTreeMap<i32, i32>, String> {

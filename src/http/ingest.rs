@@ -434,7 +434,7 @@ pub async fn post_jobs<S: Store>(
         let result = parse_record(raw)
             .map_err(|(field, detail)| vec![(field.map(|f| at(&f)), detail)])
             .and_then(|j| read_record(&at, j))
-            .and_then(|r| r.check().map(|()| r).map_err(|e| vec![(None, e)]));
+            .and_then(|r| r.checked().map_err(|e| vec![(None, e)]));
         match result {
             Ok(r) => records.push(r),
             Err(errors) => {

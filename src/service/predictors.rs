@@ -545,42 +545,57 @@ impl Predictors {
         changed: &[Job],
     ) -> HashSet<String> {
         let mut moved = HashSet::new();
-        let entry = self.site_entry(site);
-        let others: Vec<(String, Arc<QueueEntry>)> = entry
+        // Only a job heard of before (it has a bound) can have waited elsewhere.
+        let seen: Vec<(&Job, &str)> = changed
+            .iter()
+            .filter(|j| j.bound_status.is_some())
+            .filter_map(|j| {
+                let now_in = queues.iter().find(|q| q.id == j.queue_id)?;
+                Some((j, now_in.name.as_str()))
+            })
+            .collect();
+        if seen.is_empty() {
+            return moved;
+        }
+        let others: Vec<(String, Arc<QueueEntry>)> = self
+            .site_entry(site)
             .queues
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|(name, q)| (name.clone(), q.clone()))
             .collect();
-        for job in changed {
-            let Some(now_in) = queues.iter().find(|q| q.id == job.queue_id) else {
-                continue;
-            };
-            for (name, q) in &others {
-                if *name == now_in.name {
+        for (name, q) in &others {
+            let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
+            let mut records = Vec::new();
+            let mut departs = Vec::new();
+            for &(job, now_in) in &seen {
+                if now_in == name {
                     continue;
                 }
-                let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
                 let Some((submit, shape)) = live.pending.remove(&job.job_id) else {
                     continue;
                 };
                 let left = job
                     .start_time
                     .unwrap_or_else(|| departure_time(job, submit));
-                let record = JobRecord {
+                departs.push((records.len(), left.max(submit)));
+                records.push(JobRecord {
                     submit,
                     start: None,
                     shape,
-                };
+                });
+                moved.insert(job.job_id.clone());
+            }
+            if !records.is_empty() {
+                let n = records.len();
                 feed(
                     &mut live.predictor,
-                    &[record],
-                    &[true],
-                    &[false],
-                    &[(0, left.max(submit))],
+                    &records,
+                    &vec![true; n],
+                    &vec![false; n],
+                    &departs,
                 );
-                moved.insert(job.job_id.clone());
             }
         }
         moved

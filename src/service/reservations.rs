@@ -343,26 +343,20 @@ impl<S: Store> Executor<S> {
         // submitted ones above, and each submission, may take a while, and a lease
         // dated from the start of the tick could run out before its submission did
         // (another replica would then take it over and submit the job again).
-        let mut claims = 0;
-        while claims < CLAIM_BATCH {
+        for _ in 0..CLAIM_BATCH {
             let now = self.clock.now();
-            // A claim may hold more than the one asked for (the other requests of a
-            // co-allocation's reservation come with it).
             let claimed = self
                 .store
                 .claim_reservations(now, &self.id, now.saturating_add(self.lease_s), 1)
                 .await?;
-            if claimed.is_empty() {
+            let Some(r) = claimed.into_iter().next() else {
                 break;
-            }
-            claims += claimed.len() as i64;
-            for r in claimed {
-                if let Err(e) = self.submit(&r, now, &mut report).await {
-                    report.errors += 1;
-                    tracing::warn!(reservation = %r.request.uid, error = %e, "submission failed");
-                    // Give the lease back so the next tick (of any replica) retries.
-                    self.store.release_lease(r.id, &self.id).await?;
-                }
+            };
+            if let Err(e) = self.submit(&r, now, &mut report).await {
+                report.errors += 1;
+                tracing::warn!(reservation = %r.request.uid, error = %e, "submission failed");
+                // Give the lease back so the next tick (of any replica) retries.
+                self.store.release_lease(r.id, &self.id).await?;
             }
         }
         Ok(report)

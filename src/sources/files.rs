@@ -59,6 +59,8 @@ pub struct Lines {
     /// Whether more is ready at once (the read stopped at the byte budget, or a newer
     /// file waits).
     pub more: bool,
+    /// Whether the read reached the end of the file (as long as it was when opened).
+    pub at_end: bool,
 }
 
 /// Reads whole lines of `path` past `offset`, at most about `budget` bytes. A file
@@ -191,6 +193,7 @@ fn read_open(
         // More is ready when the budget stopped the read, but not when what is left is
         // one unterminated line (it would be read again at once, and again).
         more: full && whole > 0 && cursor.offset + consumed < len,
+        at_end: cursor.offset + consumed >= len,
         ..Default::default()
     };
     if whole > 0 {
@@ -252,8 +255,7 @@ pub fn read_dir_lines(
     // A day's file is not written after the next one begins.
     let finished = at + 1 < names.len();
     let mut lines = read_lines_ending(&path, name, start, budget, finished)?;
-    let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    if !lines.more && lines.cursor.offset >= len && finished {
+    if !lines.more && lines.at_end && finished {
         // This day is done and a newer file exists: the next read starts there.
         lines.cursor = FileCursor::start_of(&names[at + 1]);
         lines.more = true;

@@ -45,9 +45,9 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
-    /// What the store would refuse of this record (times out of order or range, sizes
-    /// not positive), found where the record's line and text are still known.
-    pub fn check(&self) -> Result<(), String> {
+    /// The record, or what the store would refuse of it (times out of order or range,
+    /// sizes not positive), found where the record's line and text are still known.
+    pub fn checked(self) -> Result<Self, String> {
         crate::store::check_job(
             &self.job_id,
             self.submit_time,
@@ -56,6 +56,7 @@ impl JobRecord {
             self.nodes,
             self.walltime_s,
         )
+        .map(|()| self)
     }
 
     /// The latest event this record tells of (submit, start or end).
@@ -111,10 +112,7 @@ impl Batch {
         parsed: Result<Option<JobRecord>, String>,
         reject: impl FnOnce(String) -> RecordReject,
     ) {
-        match parsed.and_then(|r| match r {
-            Some(r) => r.check().map(|()| Some(r)),
-            None => Ok(None),
-        }) {
+        match parsed.and_then(|r| r.map(JobRecord::checked).transpose()) {
             Ok(Some(r)) => self.records.push(r),
             Ok(None) => {}
             Err(reason) => self.rejects.push(reject(reason)),

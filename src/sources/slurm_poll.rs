@@ -81,7 +81,7 @@ pub fn read_list(list: &slurm_rest::JobList, seen_rejects: &mut HashSet<String>)
         seen_rejects.clear();
     }
     for job in &list.jobs {
-        match to_record(job).and_then(|r| r.check().map(|()| r)) {
+        match to_record(job).and_then(JobRecord::checked) {
             Ok(r) => batch.records.push(r),
             Err(reason) => {
                 let raw = serde_json::to_string(job).unwrap_or_default();
