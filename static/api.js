@@ -89,21 +89,25 @@ export function el(tag, attrs = {}, ...children) {
 /** A duration in seconds for people: "45 s", "12 min", "3 h 05 min", "2 d 4 h". */
 export function fmtDuration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(Number(seconds))) return "—";
-  let s = Math.round(Number(seconds));
+  const s = Math.round(Number(seconds));
   if (s < 60) return `${s} s`;
-  if (s < 3600) {
+  if (s < 600) {
     const m = Math.floor(s / 60);
     const r = s % 60;
-    return r && m < 10 ? `${m} min ${r} s` : `${Math.round(s / 60)} min`;
+    return r ? `${m} min ${r} s` : `${m} min`;
   }
-  if (s < 86400) {
-    const h = Math.floor(s / 3600);
-    const m = Math.round((s % 3600) / 60);
-    return m === 60 ? `${h + 1} h` : m ? `${h} h ${String(m).padStart(2, "0")} min` : `${h} h`;
+  // Rounded to the unit shown first, so that 59 min 45 s reads "1 h", not "60 min".
+  const minutes = Math.round(s / 60);
+  if (minutes < 60) return `${minutes} min`;
+  if (minutes < 24 * 60) {
+    const h = Math.floor(minutes / 60);
+    const m = minutes % 60;
+    return m ? `${h} h ${String(m).padStart(2, "0")} min` : `${h} h`;
   }
-  const d = Math.floor(s / 86400);
-  const h = Math.round((s % 86400) / 3600);
-  return h === 24 ? `${d + 1} d` : h ? `${d} d ${h} h` : `${d} d`;
+  const hours = Math.round(s / 3600);
+  const d = Math.floor(hours / 24);
+  const h = hours % 24;
+  return h ? `${d} d ${h} h` : `${d} d`;
 }
 
 /** Seconds as the API's walltime text, [D-]HH:MM:SS. */
@@ -160,6 +164,15 @@ export function fmtPercent(p, digits = 0) {
   return `${(Number(p) * 100).toFixed(digits)} %`;
 }
 
+/**
+ * A lower bound on a probability as a percentage, rounded down to a tenth so that
+ * it never claims more than it is (0.949 is "94.9 %", 0.9999 is "99.9 %", not 100).
+ */
+export function fmtPercentAtLeast(p) {
+  if (p === null || p === undefined || !Number.isFinite(Number(p))) return "—";
+  return `${(Math.floor(Number(p) * 1000) / 10).toFixed(1)} %`;
+}
+
 export function fmtCount(n) {
   if (n === null || n === undefined) return "—";
   return Number(n).toLocaleString();
@@ -182,15 +195,22 @@ export function statusText(status) {
 
 /** Shows an error (or clears it) in a role=alert element. */
 export function showError(node, error) {
-  node.replaceChildren();
-  node.hidden = !error;
-  if (!error) return;
+  if (!error) {
+    node.replaceChildren();
+    node.hidden = true;
+    return;
+  }
   const p = error.problem || {};
   const text = error instanceof Error ? error.message : String(error);
-  node.append(el("strong", {}, p.title || "Error"), text ? ` ${text}` : "");
+  const next = el("div", {}, el("strong", {}, p.title || "Error"), text ? ` ${text}` : "");
   if (Array.isArray(p.errors) && p.errors.length) {
-    node.append(el("ul", {}, p.errors.map((f) => el("li", {}, el("code", {}, f.field), ": ", f.detail))));
+    next.append(el("ul", {}, p.errors.map((f) => el("li", {}, el("code", {}, f.field), ": ", f.detail))));
   }
+  // The same error again (a refresh while the service is still down) is left as it
+  // is: an alert region announces every change to it.
+  if (!node.hidden && node.innerHTML === next.innerHTML) return;
+  node.replaceChildren(...next.childNodes);
+  node.hidden = false;
 }
 
 /** The header: navigation and the optional API token. */

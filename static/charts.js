@@ -46,10 +46,15 @@ function durationSplits(_u, _axis, min, max) {
   return inside.length > 7 ? inside.filter((_s, i) => i % 2 === 0) : inside;
 }
 
-/** A log range from the nice value below the data to the one above. */
-function durationRange(_u, min, max) {
+/**
+ * A log range from the nice value below the data to the one above; never empty (all
+ * values equal to one nice value, say every wait 1 s, would make a range of one point
+ * and a log axis that places nothing).
+ */
+export function durationRange(_u, min, max) {
   const lo = [...NICE_S].reverse().find((s) => s <= Math.max(1, min)) ?? 1;
-  const hi = NICE_S.find((s) => s >= max) ?? max * 2;
+  let hi = NICE_S.find((s) => s >= max) ?? max * 2;
+  if (hi <= lo) hi = NICE_S.find((s) => s > lo) ?? lo * 10;
   return [lo, hi];
 }
 
@@ -63,8 +68,10 @@ function empty(container, text) {
  * by submission time, on a log scale of seconds. `jobs` are the API's waits.
  */
 export function waitsChart(container, jobs, previous) {
-  if (previous) previous.destroy();
-  if (!jobs.length) return empty(container, "No job started in this window.");
+  if (!jobs.length) {
+    if (previous) previous.destroy();
+    return empty(container, "No job started in this window.");
+  }
   const rows = jobs
     .map((j) => ({
       x: Math.floor(new Date(j.submit).getTime() / 1000),
@@ -74,6 +81,12 @@ export function waitsChart(container, jobs, previous) {
     }))
     .sort((a, b) => a.x - b.x);
   const data = [rows.map((r) => r.x), rows.map((r) => r.wait), rows.map((r) => r.bound)];
+  // A refresh redraws the chart in place (no flicker, the legend stays where it was).
+  if (previous && previous.chart && container.contains(previous.chart.root)) {
+    previous.chart.setData(data);
+    return previous;
+  }
+  if (previous) previous.destroy();
   const opts = {
     scales: { x: { time: true }, y: { distr: 3, log: 10, range: durationRange } },
     axes: [

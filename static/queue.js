@@ -2,7 +2,7 @@
 // deadline), the observed waits against the bounds predicted at submission, and the
 // queue's clusters.
 import {
-  api, el, every, fmtCount, fmtDuration, fmtPercent, fmtTime, fmtWalltime, initChrome, iso,
+  api, el, every, fmtCount, fmtDuration, fmtPercent, fmtPercentAtLeast, fmtTime, fmtWalltime, initChrome, iso,
   parseDuration, queuePath, showError, statusText, unix,
 } from "/ui/api.js";
 import { waitsChart } from "/ui/charts.js";
@@ -25,12 +25,17 @@ document.title = `${queue} at ${site} · qbets`;
 
 let asOf = null;
 let chart = null;
+/** The queue as last listed (state and limits), or null before the first answer. */
+let current = null;
+/** Counts waits requests: only the latest one's answer is drawn. */
+let waitsAsked = 0;
 
 async function loadSummary() {
   const listing = await api(`/v1/sites/${encodeURIComponent(site)}/queues`);
   const q = (listing.queues || []).find((x) => x.name === queue);
   if (!q) throw new Error(`site ${site} has no queue ${queue}`);
   asOf = listing.as_of;
+  current = q;
   const state = q.state;
   const since = q.since;
   summary.replaceChildren(
@@ -48,9 +53,12 @@ async function loadSummary() {
 async function loadWaits() {
   const span = Number(document.getElementById("window").value);
   const until = asOf ? unix(asOf) + 1 : Math.floor(Date.now() / 1000);
+  const asked = ++waitsAsked;
   const answer = await api(`${base}/waits`, {
     query: { since: iso(until - span), until: iso(until), limit: POINTS, thin: true },
   });
+  // A window chosen while this answer was on its way has been asked for since.
+  if (asked !== waitsAsked) return;
   const jobs = answer.jobs || [];
   chart = waitsChart(document.getElementById("waits-chart"), jobs, chart);
   const judged = jobs.filter((j) => j.bound_s !== null && j.bound_s !== undefined);
@@ -65,8 +73,11 @@ async function loadWaits() {
 
 function rangeText(r) {
   if (!r) return "—";
-  const unit = r.attribute === "walltime_s" ? fmtDuration : r.attribute === "node_seconds"
-    ? (v) => `${fmtCount(Math.round(v / 3600))} node-h` : (v) => fmtCount(v);
+  const nodeHours = (v) => {
+    const h = v / 3600;
+    return h < 10 && h !== Math.round(h) ? h.toLocaleString(undefined, { maximumFractionDigits: 2 }) : fmtCount(Math.round(h));
+  };
+  const unit = r.attribute === "walltime_s" ? fmtDuration : r.attribute === "node_seconds" ? nodeHours : (v) => fmtCount(v);
   const name = r.attribute === "walltime_s" ? "walltime" : r.attribute === "nodes" ? "nodes" : "node-hours";
   return `${name} ${unit(r.lo)} – ${r.hi === null || r.hi === undefined ? "∞" : unit(r.hi)}`;
 }
@@ -77,7 +88,7 @@ async function loadClusters() {
   try {
     answer = await api(`${base}/clusters`);
   } catch (error) {
-    node.replaceChildren(el("p", { class: "muted" }, error.status === 404 ? "This service does not list clusters." : error.message));
+    node.replaceChildren(el("p", { class: "muted" }, error.message));
     return;
   }
   const clusters = answer.clusters || [];
@@ -94,11 +105,13 @@ async function loadClusters() {
     el("tbody", {}, clusters.map((c) => {
       const range = c.range;
       const bound = c.bound_95_s;
+      // The service gives no bound while the queue may be down; say so, not "—".
+      const none = current && current.state === "maybe_down" ? statusText("maybe_down") : "—";
       return el("tr", {},
         el("td", {}, rangeText(range.primary)),
         el("td", {}, range.secondary ? rangeText(range.secondary) : "—"),
         el("td", { class: "num" }, fmtCount(c.history_size)),
-        el("td", { class: "num" }, bound === null || bound === undefined ? "—" : fmtDuration(bound)));
+        el("td", { class: "num" }, bound === null || bound === undefined ? none : fmtDuration(bound)));
     }))));
 }
 
@@ -134,6 +147,7 @@ async function ask(event) {
     const problem = { title: "Check the form", detail: "", errors };
     markInvalid(problem);
     showError(formError, Object.assign(new Error(""), { problem }));
+    out.replaceChildren();
     return;
   }
   const confidence = form.confidence.value;
@@ -155,14 +169,16 @@ async function ask(event) {
     const p = chance.probability;
     items.push(el("div", { class: "answer", dataset: { probability: p ?? "", status: chance.status } },
       el("dt", {}, `Chance to start within ${fmtDuration(deadline)}`),
-      el("dd", {}, p === null || p === undefined ? statusText(chance.status) : `≥ ${fmtPercent(p)}`,
+      el("dd", {}, p === null || p === undefined ? statusText(chance.status) : `≥ ${fmtPercentAtLeast(p)}`,
         el("span", { class: "sub" }, `at ${Number(confidence) * 100} % confidence`))));
     const first = bounds[0] || {};
-    out.replaceChildren(
+    out.replaceChildren(...[
       el("dl", { class: "answers", id: "answers" }, items),
+      beyondLimits(nodes, walltime),
       el("p", { class: "muted small" },
-        `${fmtCount(first.history_size)} waits of similar jobs · as of ${fmtTime(first.as_of)}`),
-    );
+        first.status === "ok" ? `${fmtCount(first.history_size)} waits of similar jobs · ` : "",
+        `as of ${fmtTime(first.as_of)}`),
+    ].filter(Boolean));
   } catch (error) {
     markInvalid(error.problem);
     showError(formError, error);
@@ -171,6 +187,16 @@ async function ask(event) {
     button.disabled = false;
     out.setAttribute("aria-busy", "false");
   }
+}
+
+/** A warning when the queue's limits (as last listed) would refuse such a job. */
+function beyondLimits(nodes, walltime) {
+  const over = [];
+  if (current && current.max_nodes && nodes > current.max_nodes) over.push(`at most ${fmtCount(current.max_nodes)} nodes`);
+  if (current && current.max_walltime_s && walltime > current.max_walltime_s) over.push(`at most ${fmtDuration(current.max_walltime_s)} of walltime`);
+  if (!over.length) return null;
+  return el("p", { class: "alert", id: "myjob-limits" },
+    `This queue takes ${over.join(" and ")}: the scheduler would refuse such a job, whatever it would wait.`);
 }
 
 form.addEventListener("submit", ask);
@@ -183,11 +209,21 @@ async function refresh() {
     await Promise.all([loadWaits(), loadClusters()]);
     showError(errorNode, null);
   } catch (error) {
+    if (!current) summary.textContent = "This queue could not be loaded.";
     showError(errorNode, error);
   }
 }
 
-document.getElementById("window").addEventListener("change", () => loadWaits().catch((e) => showError(errorNode, e)));
 document.getElementById("window-form").addEventListener("submit", (e) => e.preventDefault());
-const ticker = every(REFRESH_S, refresh, document.getElementById("pause"));
-document.addEventListener("qbets:token", () => ticker.refresh());
+if (!site || !queue) {
+  // Opened without ?site=…&queue=…: nothing to ask the service.
+  document.getElementById("title").textContent = "Queue";
+  summary.textContent = "No queue chosen.";
+  showError(errorNode, new Error("This page shows one queue: open it from the list of all queues."));
+} else {
+  document.getElementById("window").addEventListener("change", () => loadWaits()
+    .then(() => showError(errorNode, null))
+    .catch((e) => showError(errorNode, e)));
+  const ticker = every(REFRESH_S, refresh, document.getElementById("pause"));
+  document.addEventListener("qbets:token", () => ticker.refresh());
+}

@@ -269,7 +269,7 @@ pub fn run(args: Args) -> Result<()> {
         if let Some(w) = csv.as_mut() {
             write_predictions(w, q, &opts.methods, &r.predictions)?;
         }
-        let clusters = r.predictors.first().map_or(0, |p| p.clusters().len());
+        let clusters = r.predictors.first().map_or(0, |p| p.cluster_count());
         if args.markdown {
             markdown_row(&mut out, &args.trace, q, &r.scores, clusters);
         } else if !args.json {

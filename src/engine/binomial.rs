@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use statrs::function::beta::{beta_reg, inv_beta_reg};
@@ -110,10 +111,52 @@ fn binom_cdf_below(n: usize, k: usize, q: f64) -> f64 {
 
 type Key = (u64, u64);
 
+/// The most (q, C) tables kept process-wide. The levels are the callers' (a service
+/// answers any quantile and confidence it is asked for), so the cache is bounded: past
+/// this many, the table used least recently is dropped and rebuilt if asked again.
+const MAX_TABLES: usize = 64;
+
+/// A shared table and when it was last asked for (a tick of [`TICK`]).
+struct Cached {
+    table: Arc<RwLock<KTable>>,
+    used: AtomicU64,
+}
+
+static TICK: AtomicU64 = AtomicU64::new(0);
+
 /// The shared tables, one per (q, C), each behind its own lock for extension.
-fn tables() -> &'static RwLock<HashMap<Key, Arc<RwLock<KTable>>>> {
-    static TABLES: OnceLock<RwLock<HashMap<Key, Arc<RwLock<KTable>>>>> = OnceLock::new();
+fn tables() -> &'static RwLock<HashMap<Key, Cached>> {
+    static TABLES: OnceLock<RwLock<HashMap<Key, Cached>>> = OnceLock::new();
     TABLES.get_or_init(Default::default)
+}
+
+/// The shared table of `key`, made (evicting the least recently used beyond
+/// [`MAX_TABLES`]) when there is none.
+fn shared_table(key: Key) -> Arc<RwLock<KTable>> {
+    let now = TICK.fetch_add(1, Ordering::Relaxed);
+    {
+        let read = tables().read().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = read.get(&key) {
+            c.used.store(now, Ordering::Relaxed);
+            return c.table.clone();
+        }
+    }
+    let mut write = tables().write().unwrap_or_else(|e| e.into_inner());
+    if !write.contains_key(&key) && write.len() >= MAX_TABLES {
+        let oldest = write
+            .iter()
+            .min_by_key(|(_, c)| c.used.load(Ordering::Relaxed))
+            .map(|(k, _)| *k);
+        if let Some(k) = oldest {
+            write.remove(&k);
+        }
+    }
+    let c = write.entry(key).or_insert_with(|| Cached {
+        table: Arc::default(),
+        used: AtomicU64::new(now),
+    });
+    c.used.store(now, Ordering::Relaxed);
+    c.table.clone()
 }
 
 thread_local! {
@@ -125,17 +168,7 @@ thread_local! {
 
 /// A snapshot of the (q, C) table covering at least `n`.
 fn snapshot(key: Key, n: usize, q: f64, c: f64) -> Arc<Vec<u32>> {
-    let table = {
-        let read = tables().read().unwrap_or_else(|e| e.into_inner());
-        read.get(&key).cloned()
-    };
-    let table = match table {
-        Some(t) => t,
-        None => {
-            let mut write = tables().write().unwrap_or_else(|e| e.into_inner());
-            write.entry(key).or_default().clone()
-        }
-    };
+    let table = shared_table(key);
     let mut write = table.write().unwrap_or_else(|e| e.into_inner());
     if write.k.len() <= n {
         // Grow geometrically so a growing history costs amortised O(1) table work.
@@ -219,6 +252,30 @@ pub fn deadline_probability(m: usize, n: usize, c: f64) -> f64 {
     if m == 0 || n == 0 {
         return 0.0;
     }
+    // A VARQ trajectory asks this for thousands of deadlines in a row, and neighbouring
+    // deadlines mostly count the same m of the same n: the last answer is kept.
+    let key = (m, n, c.to_bits());
+    if let Some((k, q)) = LAST_DEADLINE.get()
+        && k == key
+    {
+        return q;
+    }
+    let q = clopper_pearson_consistent(m, n, c);
+    LAST_DEADLINE.set(Some((key, q)));
+    q
+}
+
+/// (m, n, the bits of C) of a deadline probability.
+type DeadlineKey = (usize, usize, u64);
+
+thread_local! {
+    /// The last (m, n, C) asked of [`deadline_probability`] and its answer.
+    static LAST_DEADLINE: std::cell::Cell<Option<(DeadlineKey, f64)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// [`deadline_probability`] for 0 < m ≤ n, computed.
+fn clopper_pearson_consistent(m: usize, n: usize, c: f64) -> f64 {
     let mut q = if m == n {
         (1.0 - c).powf(1.0 / n as f64)
     } else {
@@ -276,6 +333,23 @@ mod tests {
         assert_eq!(upper_rank(59, 0.95, 0.95), Some(59));
         assert_eq!(upper_rank(4, 0.5, 0.95), None);
         assert_eq!(upper_rank(5, 0.5, 0.95), Some(5));
+    }
+
+    /// Levels come from users: a thousand different quantiles keep no more than
+    /// [`MAX_TABLES`] tables, and a level whose table was dropped is answered alike.
+    #[test]
+    fn the_cache_of_levels_is_bounded() {
+        let first = upper_rank(5_000, 0.900_000_1, 0.95);
+        for i in 0..1_000 {
+            let q = 0.5 + f64::from(i) * 1e-4;
+            assert_eq!(
+                upper_rank(3_000, q, 0.9),
+                upper_rank_uncached(3_000, q, 0.9)
+            );
+            assert!(tables().read().unwrap().len() <= MAX_TABLES);
+        }
+        assert_eq!(upper_rank(5_000, 0.900_000_1, 0.95), first);
+        assert_eq!(first, upper_rank_uncached(5_000, 0.900_000_1, 0.95));
     }
 
     #[test]

@@ -675,19 +675,30 @@ impl QueuePredictor {
         }
     }
 
-    /// The clusters, in attribute order, with their current 0.95/0.95 bounds.
-    pub fn clusters(&self) -> Vec<ClusterInfo> {
+    /// The clusters, in attribute order, each with the 0.95/0.95 bound a job of its
+    /// shape submitted at `now` gets from [`Predictor::bound`]: none while the queue
+    /// may be down, and counting the waits of its jobs still pending at `now`.
+    pub fn clusters(&self, now: i64) -> Vec<ClusterInfo> {
+        let up = !(self.config.features.avail && self.avail.down_since(now).is_some());
         (0..self.slots.len())
             .map(|i| {
                 let s = &self.slots[i].series;
                 ClusterInfo {
                     range: self.range_of(i),
                     n: s.len(),
-                    bound_95_s: s.upper(0.95, 0.95).map(seconds),
+                    bound_95_s: up
+                        .then(|| s.upper_at(0.95, 0.95, now))
+                        .flatten()
+                        .map(seconds),
                     trims: s.trims(),
                 }
             })
             .collect()
+    }
+
+    /// How many clusters (service classes) the queue is split into.
+    pub fn cluster_count(&self) -> usize {
+        self.slots.len()
     }
 
     /// The queue's state at `now`.
@@ -824,6 +835,7 @@ mod tests {
         }
         let last = t + 5; // the last job (i = 399) waited 5 + 399 % 7 = 5 s
         assert_eq!(p.bound(last + 30, s, 0.95, 0.95).status, Status::Ok);
+        assert!(p.clusters(last + 30)[0].bound_95_s.is_some());
         // No release for a day while jobs keep arriving.
         for k in 1..=100 {
             p.observe_arrival(last + k * 60, s);
@@ -833,8 +845,14 @@ mod tests {
         let st = p.state(day);
         assert_eq!(st.status, Status::MaybeDown);
         assert!(st.down_since.unwrap() > last && st.down_since.unwrap() < last + 600);
+        // Nor do its clusters show a bound meanwhile.
+        assert_eq!(p.clusters(day)[0].bound_95_s, None);
         p.observe_start(day - 100, day, s);
         assert_eq!(p.bound(day, s, 0.95, 0.95).status, Status::Ok);
+        assert_eq!(
+            p.clusters(day)[0].bound_95_s,
+            p.bound(day, s, 0.95, 0.95).bound_s
+        );
         assert_eq!(p.state(day).last_release, Some(day));
     }
 
@@ -881,14 +899,14 @@ mod tests {
         let (p, old, later) = run(true);
         let st = p.state(later);
         assert_eq!((st.pending, st.censored), (20, 20));
-        let trims = p.clusters()[0].trims;
+        let trims = p.clusters(later)[0].trims;
         assert!(trims >= 1, "change points from censored waits");
         assert_eq!(st.change_points, trims);
         assert_eq!(p.bound(later, s, 0.95, 0.95).bound_s, Some(2_000));
         let (p, old_plain, later) = run(false);
         assert_eq!(old_plain, old);
         assert_eq!(p.state(later).censored, 0);
-        assert_eq!(p.clusters()[0].trims, 0);
+        assert_eq!(p.clusters(later)[0].trims, 0);
         assert_eq!(p.bound(later, s, 0.95, 0.95).bound_s, Some(old));
         // The burst's starts take it out of the pending set; their waits enter the
         // window without being tested again.
@@ -898,7 +916,7 @@ mod tests {
         }
         let st = p.state(later + 20);
         assert_eq!((st.pending, st.censored), (0, 0));
-        assert_eq!(p.clusters()[0].trims, trims);
+        assert_eq!(p.clusters(later + 20)[0].trims, trims);
     }
 
     /// Machine scope: a queue whose own releases are rare stays up while the machine's

@@ -300,7 +300,7 @@ mod tests {
             r.predictors[0].bound(t, shape, 0.95, 0.95),
             rebuilt.bound(t, shape, 0.95, 0.95)
         );
-        assert_eq!(r.predictors[0].clusters(), rebuilt.clusters());
+        assert_eq!(r.predictors[0].clusters(t), rebuilt.clusters(t));
     }
 
     #[test]
@@ -314,7 +314,8 @@ mod tests {
             ..ReplayOptions::default()
         };
         let r = replay(&jobs, &by_walltime, &mut |_| {}).unwrap();
-        let clusters = r.predictors[0].clusters();
+        let t = jobs.last().unwrap().submit + 1;
+        let clusters = r.predictors[0].clusters(t);
         assert_eq!(clusters.len(), 3, "{clusters:#?}");
         // Bounds grow with the class's walltime, as the synthetic waits do.
         let b: Vec<u64> = clusters.iter().map(|c| c.bound_95_s.unwrap()).collect();

@@ -226,7 +226,9 @@ pub struct ClusterInfoView {
     pub range: ClusterView,
     /// Waits in its history window.
     pub history_size: usize,
-    /// Upper 0.95-confidence bound on the 0.95 quantile of the wait, seconds.
+    /// Upper 0.95-confidence bound on the 0.95 quantile of the wait, seconds: what
+    /// `…/bound` answers now for a job of this cluster. Null while the queue may be
+    /// down or the cluster's history is too short.
     pub bound_95_s: Option<u64>,
     /// Change points found in its window since it was (re)built (history trimmed).
     pub change_points: u64,
@@ -344,8 +346,10 @@ fn any_duration() -> utoipa::openapi::schema::Schema {
 ]}))]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct BoundsIn {
-    /// At most 1000 queries.
-    pub queries: Vec<BoundQueryIn>,
+    /// At most 1000 queries. Each is read on its own: one that is not a query (a
+    /// string for `nodes`, a field missing or unknown) gets its own `error`.
+    #[schema(value_type = Vec<BoundQueryIn>)]
+    pub queries: Vec<serde_json::Value>,
 }
 
 object_only!(BoundQueryIn, BoundsIn);
@@ -611,8 +615,21 @@ pub async fn post_bounds<S: Store>(
         ));
     }
     let mut results = Vec::with_capacity(body.queries.len());
-    for (i, q) in body.queries.iter().enumerate() {
+    for (i, q) in body.queries.into_iter().enumerate() {
         let at = |f: &str| format!("queries[{i}].{f}");
+        let q: BoundQueryIn = match serde_path_to_error::deserialize(q) {
+            Ok(q) => q,
+            Err(e) => {
+                let reason = e.inner().to_string();
+                let (field, detail) = super::params::field_at_fault(&e.path().to_string(), &reason)
+                    .map_or((format!("queries[{i}]"), reason), |(f, d)| (at(&f), d));
+                results.push(BoundResult {
+                    bound: None,
+                    error: Some(ApiError::Invalid(vec![FieldError::new(field, detail)]).problem()),
+                });
+                continue;
+            }
+        };
         let mut errors = Vec::new();
         let mut check = |field: &str, r: Result<(), String>| {
             if let Err(e) = r {

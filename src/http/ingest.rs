@@ -12,7 +12,6 @@ use axum::Router;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::{StatusCode, header};
 use axum::routing::{get, post};
-use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -178,6 +177,32 @@ fn range_in(whole: &str, part: &str) -> std::ops::Range<usize> {
     start..start + part.len()
 }
 
+/// A JSON object's members in order, repeated keys included (a map keeps the last).
+struct Entries<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Entries<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Members<'a> {
+            type Value = Entries<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(member) = map.next_entry::<String, &'a RawValue>()? {
+                    out.push(member);
+                }
+                Ok(Entries(out))
+            }
+        }
+        d.deserialize_map(Members(std::marker::PhantomData))
+    }
+}
+
 /// The records of a JSON body (an array, or `{"jobs": [...]}`), as slices of `text`,
 /// and whether they were wrapped.
 fn json_records(text: &str) -> Result<(Vec<&RawValue>, bool), ApiError> {
@@ -193,14 +218,18 @@ fn json_records(text: &str) -> Result<(Vec<&RawValue>, bool), ApiError> {
     match top.as_bytes().first() {
         Some(b'[') => Ok((serde_json::from_str(top).map_err(not_json)?, false)),
         Some(b'{') => {
-            let map: BTreeMap<String, &RawValue> = serde_json::from_str(top).map_err(not_json)?;
-            if let Some(extra) = map.keys().find(|k| *k != "jobs") {
+            let Entries(entries) = serde_json::from_str(top).map_err(not_json)?;
+            if let Some((extra, _)) = entries.iter().find(|(k, _)| k != "jobs") {
                 return Err(ApiError::field(
                     extra.clone(),
                     "unknown field; expected `jobs`",
                 ));
             }
-            match map.get("jobs") {
+            // A second `jobs` would silently replace the first's records.
+            if entries.len() > 1 {
+                return Err(ApiError::field("jobs", "is given more than once"));
+            }
+            match entries.first().map(|(_, v)| *v) {
                 Some(jobs) if jobs.get().starts_with('[') => {
                     Ok((serde_json::from_str(jobs.get()).map_err(not_json)?, true))
                 }
@@ -500,6 +529,9 @@ pub struct RejectsQuery {
     /// Most records returned, 1 to 10000 (default 100).
     #[param(value_type = Option<i64>, minimum = 1, maximum = 10000)]
     pub limit: Option<String>,
+    /// Only records kept after the one with this id (the `next` of the page before).
+    #[param(value_type = Option<i64>, minimum = 0)]
+    pub after: Option<String>,
 }
 
 /// A record kept aside.
@@ -527,6 +559,9 @@ pub struct RejectsResponse {
     pub site: String,
     /// Oldest first.
     pub rejects: Vec<RejectView>,
+    /// When the page is full: the `after` that asks for the next page (there may be
+    /// none yet). Null when this page holds every record kept after `after`.
+    pub next: Option<i64>,
 }
 
 /// Records of a site that could not be read or were refused, with the reason: kept,
@@ -550,11 +585,19 @@ pub async fn list_rejects<S: Store>(
     let limit = fields
         .opt("limit", q.limit.as_deref(), |t| positive(t, 10_000))
         .unwrap_or(100);
+    let after = fields
+        .opt("after", q.after.as_deref(), |t| {
+            match t.trim().parse::<i64>() {
+                Ok(n) if n >= 0 => Ok(n),
+                _ => Err(format!("must be a record id, 0 or more, got {t:?}")),
+            }
+        })
+        .unwrap_or(0);
     fields.finish()?;
     let site = find_site(&state, &site_name).await?;
-    let rejects = state
+    let rejects: Vec<RejectView> = state
         .store
-        .rejects(site.id, limit)
+        .rejects(site.id, after, limit)
         .await?
         .into_iter()
         .map(|r| RejectView {
@@ -566,9 +609,13 @@ pub async fn list_rejects<S: Store>(
             received: format_time(r.received_at),
         })
         .collect();
+    let next = (rejects.len() as i64 == limit)
+        .then(|| rejects.last().map(|r| r.id))
+        .flatten();
     Ok(axum::Json(RejectsResponse {
         site: site.name,
         rejects,
+        next,
     }))
 }
 

@@ -209,10 +209,27 @@ fn cors(origins: &[String]) -> CorsLayer {
     }
 }
 
+/// A request method as a metrics label: the standard ones by name, any other (a client
+/// may send any token as a method) as `other`, so that the label set stays bounded.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "PATCH" => "PATCH",
+        "OPTIONS" => "OPTIONS",
+        "CONNECT" => "CONNECT",
+        "TRACE" => "TRACE",
+        _ => "other",
+    }
+}
+
 /// Counts and times every request by route template and status, and logs it.
 async fn track<S: Store>(State(state): State<AppState<S>>, req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = req.method().to_string();
+    let method = method_label(req.method()).to_string();
     let route = req
         .extensions()
         .get::<MatchedPath>()

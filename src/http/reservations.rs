@@ -21,7 +21,7 @@ use crate::plan::covarq::{self, CoRefusal};
 use crate::plan::lifecycle::{ReservationState, RunMode};
 use crate::plan::varq::{self, Decision, Mode, PointStatus, VarqPlan, VarqRequest};
 use crate::service::AppState;
-use crate::service::planning::{PredictorOracle, oracle_for};
+use crate::service::planning::{PredictorOracle, compute, oracle_for};
 use crate::service::reservations::{self as resv, ReservationError, new_uid, plan_fields};
 use crate::store::{
     NewCoallocation, NewReservation, Reservation, ReservationEvent, ReservationRequest, Store,
@@ -608,12 +608,22 @@ fn planner_errors(errs: Vec<crate::plan::FieldError>) -> ApiError {
     )
 }
 
+/// Runs planning work off the async runtime ([`compute`]).
+async fn planned<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> ApiResult<T> {
+    compute(work)
+        .await
+        .ok_or_else(|| ApiError::Internal("the planner failed".into()))
+}
+
 /// Plans a VARQ request: the plan and its trajectory, or the 422 refusal.
-fn varq_decision(
+async fn varq_decision(
     p: &Parsed,
-    oracle: &PredictorOracle,
+    oracle: PredictorOracle,
 ) -> ApiResult<(VarqPlan, Vec<varq::TrajectoryPoint>)> {
-    let result = varq::plan(&p.req, oracle.now(), oracle).map_err(planner_errors)?;
+    let req = p.req.clone();
+    let result = planned(move || varq::plan(&req, oracle.now(), &oracle))
+        .await?
+        .map_err(planner_errors)?;
     match result.decision {
         Decision::Planned(plan) => Ok((plan, result.trajectory)),
         Decision::Refused { best } => Err(ApiError::NoPlan {
@@ -668,11 +678,12 @@ pub async fn post_varq_plan<S: Store>(
     fields.finish()?;
     let parsed = parsed.ok_or_else(|| ApiError::BadRequest("invalid request".into()))?;
     let oracle = oracle(&state, &parsed.site, &parsed.queue).await?;
-    let (plan, trajectory) = varq_decision(&parsed, &oracle)?;
+    let as_of = oracle.now();
+    let (plan, trajectory) = varq_decision(&parsed, oracle).await?;
     Ok(Json(VarqPlanOut {
         site: parsed.site,
         queue: parsed.queue,
-        as_of: format_time(oracle.now()),
+        as_of: format_time(as_of),
         start_at: format_time(parsed.req.start_at),
         plan: plan_view(&plan),
         trajectory: trajectory
@@ -848,7 +859,7 @@ pub async fn post_reservation<S: Store>(
             parsed.site
         )));
     }
-    let (plan, _) = varq_decision(&parsed, &oracle)?;
+    let (plan, _) = varq_decision(&parsed, oracle).await?;
     let now = state.clock.now();
     let inserted = state
         .store
@@ -944,7 +955,7 @@ fn cancel_error(e: ReservationError) -> ApiError {
         ReservationError::Store(e) => e.into(),
         ReservationError::Remote(e) => ApiError::BadGateway(format!(
             "the reservation is cancelled, but its remote job could not be cancelled yet: {e}; \
-             cancel again to retry"
+             the service tries again on its own, or cancel again to retry"
         )),
     }
 }
@@ -957,7 +968,7 @@ fn cancel_error(e: ReservationError) -> ApiError {
         (status = 200, description = "The reservation, cancelled, with its events", body = ReservationView),
         (status = 404, description = "The caller has no such reservation", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The reservation already failed, was refused or ended in error", body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "The reservation is cancelled, but the scheduler did not cancel its job; cancel again to retry", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The reservation is cancelled, but the scheduler did not cancel its job yet; the service tries again on its own, or cancel again to retry", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -1014,6 +1025,16 @@ fn parse_covarq(b: &CovarqIn, need_commands: bool) -> ApiResult<ParsedCo> {
         }
         if let Err(e) = crate::service::check_name(&c.queue) {
             fields.refuse(&format!("candidates[{j}].queue"), e);
+        }
+        // Equation 6.1 takes the requests as independent; two on one queue are not.
+        if let Some(first) = b.candidates[..j]
+            .iter()
+            .position(|o| o.site == c.site && o.queue == c.queue)
+        {
+            fields.refuse(
+                &format!("candidates[{j}]"),
+                format!("repeats candidates[{first}] ({}/{})", c.site, c.queue),
+            );
         }
     }
     let mut items = Vec::new();
@@ -1076,21 +1097,71 @@ async fn covarq_plan<S: Store>(
     for (site, queue) in &co.candidates {
         oracles.push(oracle(state, site, queue).await?);
     }
+    let points: u64 = co
+        .items
+        .iter()
+        .flat_map(|item| {
+            oracles.iter().map(|o| {
+                let ahead = item
+                    .req
+                    .start_at
+                    .saturating_sub(o.now())
+                    .max(0)
+                    .unsigned_abs();
+                ahead.div_ceil(item.req.step_s.max(1))
+            })
+        })
+        .fold(0, u64::saturating_add);
+    if points > covarq::MAX_POINTS {
+        return Err(ApiError::Invalid(vec![super::error::FieldError::new(
+            "step",
+            format!(
+                "{} reservations on {} candidates need {points} candidate submission times, at most {}: a larger step, fewer candidates or nearer start times",
+                co.items.len(),
+                oracles.len(),
+                covarq::MAX_POINTS
+            ),
+        )]));
+    }
+    let reqs: Vec<VarqRequest> = co.items.iter().map(|i| i.req.clone()).collect();
+    let results = planned(move || {
+        reqs.iter()
+            .map(|req| {
+                oracles
+                    .iter()
+                    .map(|o| varq::plan(req, o.now(), o))
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+    })
+    .await?;
     let mut plans: Vec<Vec<Option<VarqPlan>>> = Vec::new();
-    for item in &co.items {
-        let mut row = Vec::new();
-        for o in &oracles {
-            let plan = match varq::plan(&item.req, o.now(), o) {
-                Ok(r) => match r.decision {
-                    Decision::Planned(p) => Some(p),
-                    Decision::Refused { .. } => None,
-                },
-                // start_at already past at this candidate's instant: it cannot serve.
-                Err(_) => None,
-            };
-            row.push(plan);
+    for (i, row) in results.into_iter().enumerate() {
+        // A request no candidate can even consider (start_at past everywhere) is the
+        // request's fault: named as such. One only some candidates cannot consider
+        // (their present is later) is theirs: they cannot serve it.
+        if row.iter().all(Result::is_err)
+            && let Some(Err(errs)) = row.first()
+        {
+            return Err(ApiError::Invalid(
+                errs.iter()
+                    .map(|e| {
+                        super::error::FieldError::new(
+                            format!("reservations[{i}].{}", e.field),
+                            e.reason.clone(),
+                        )
+                    })
+                    .collect(),
+            ));
         }
-        plans.push(row);
+        plans.push(
+            row.into_iter()
+                .map(|r| match r.map(|r| r.decision) {
+                    Ok(Decision::Planned(p)) => Some(p),
+                    Ok(Decision::Refused { .. }) | Err(_) => None,
+                })
+                .collect(),
+        );
     }
     let index = |k: &(String, String)| co.candidates.iter().position(|c| c == k).unwrap_or(0);
     covarq::plan(co.items.len(), &co.candidates, co.p_all, |i, k| {

@@ -290,11 +290,11 @@ pub struct QueueIn {
 }))]
 #[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct SiteIn {
-    /// Free text about the machine.
+    /// Free text about the machine; replaces the site's when given (not empty).
     pub description: String,
-    /// IANA time zone, e.g. `Europe/Paris`.
+    /// IANA time zone, e.g. `Europe/Paris`; replaces the site's when given.
     pub time_zone: Option<String>,
-    /// Queues to create, or whose limits to update.
+    /// Queues to create, or whose limits to update (a limit left out is kept).
     pub queues: Vec<QueueIn>,
 }
 
@@ -329,7 +329,7 @@ async fn queues_response<S: Store>(
             let (st, clusters) = state
                 .predictors
                 .with_predictor(&site.name, &q.queue.name, |p, at| {
-                    (Some(p.state(at)), p.clusters())
+                    (Some(p.state(at)), p.clusters(at))
                 })
                 .unwrap_or((None, Vec::new()));
             queue_view(q, st, clusters)
@@ -544,6 +544,17 @@ pub async fn list_waits<S: Store>(
     };
     let as_of = state.as_of(&site, last);
     let until = until.unwrap_or(as_of.saturating_add(1));
+    if let Some(s) = since
+        && s >= until
+    {
+        return Err(ApiError::field(
+            "since",
+            format!(
+                "must be before until, which is the site's present, {}, when not given",
+                format_time(as_of)
+            ),
+        ));
+    }
     let since = since.unwrap_or(until.saturating_sub(86_400));
     let window = StartWindow {
         since,

@@ -18,6 +18,11 @@ use super::{FieldError, open_unit};
 /// Default joint success probability, as in the dissertation.
 pub const DEFAULT_P_ALL: f64 = 0.90;
 
+/// The most candidate submission times one co-allocation plan may evaluate, over all
+/// its reservations and candidates (each VARQ plan is bounded by
+/// [`super::varq::MAX_POINTS`] on its own; 64 × 64 of those would take minutes).
+pub const MAX_POINTS: u64 = 4_000_000;
+
 /// P_indep: the probability each of `count` independent reservations needs so that all
 /// hold with probability `p_all`.
 pub fn p_indep(p_all: f64, count: usize) -> f64 {

@@ -137,23 +137,28 @@ pub struct RemoteJob {
 /// transition as an event (a job found already started at `start_at` goes through
 /// `started` to `succeeded`).
 ///
-/// Succeeded: the job started at or before `start_at` and was still holding its nodes
-/// at `start_at`. Failed: `start_at` passed and the job had not started, started late,
-/// or had already ended.
+/// Succeeded: the job started at or before `start_at` (`varq.md`: "succeeded if the
+/// remote job started at or before start_at") and, when it holds its nodes for the
+/// command (`hold`), was still holding them at `start_at`. A `best_effort` job runs its
+/// command at once, so one that ends early has done its work: it succeeded when it
+/// ended. Failed: `start_at` passed and the job had not started, or started late; or a
+/// `hold` job ended before `start_at` (killed: its nodes were not there).
 pub fn advance(
     state: ReservationState,
+    mode: RunMode,
     start_at: i64,
     remote: RemoteJob,
     now: i64,
 ) -> Option<ReservationState> {
     use ReservationState::*;
     let started_in_time = remote.started_at.is_some_and(|s| s <= start_at);
+    let ended_early = remote.ended_at.is_some_and(|e| e < start_at);
     let next = match state {
         Submitted if remote.started_at.is_some_and(|s| s > start_at) => Failed,
         Submitted if started_in_time => Started,
         Submitted if now >= start_at => Failed,
-        Started if remote.ended_at.is_some_and(|e| e < start_at) => Failed,
-        Started if now >= start_at => Succeeded,
+        Started if ended_early && mode == RunMode::Hold => Failed,
+        Started if ended_early || now >= start_at => Succeeded,
         _ => return None,
     };
     debug_assert!(state.can_become(next));
@@ -199,47 +204,114 @@ mod tests {
     #[test]
     fn outcome_follows_the_remote_job() {
         // Pending before start_at: nothing to do yet.
-        assert_eq!(advance(Submitted, AT, remote(None, None), 900), None);
+        assert_eq!(
+            advance(Submitted, RunMode::Hold, AT, remote(None, None), 900),
+            None
+        );
         // Started early: started, then succeeded at start_at.
         assert_eq!(
-            advance(Submitted, AT, remote(Some(800), None), 900),
+            advance(Submitted, RunMode::Hold, AT, remote(Some(800), None), 900),
             Some(Started)
         );
-        assert_eq!(advance(Started, AT, remote(Some(800), None), 950), None);
         assert_eq!(
-            advance(Started, AT, remote(Some(800), None), AT),
+            advance(Started, RunMode::Hold, AT, remote(Some(800), None), 950),
+            None
+        );
+        assert_eq!(
+            advance(Started, RunMode::Hold, AT, remote(Some(800), None), AT),
             Some(Succeeded)
         );
         // Started exactly at start_at: started, then success.
         assert_eq!(
-            advance(Submitted, AT, remote(Some(AT), None), AT),
+            advance(Submitted, RunMode::Hold, AT, remote(Some(AT), None), AT),
             Some(Started)
         );
         assert_eq!(
-            advance(Started, AT, remote(Some(AT), None), AT),
+            advance(Started, RunMode::Hold, AT, remote(Some(AT), None), AT),
             Some(Succeeded)
         );
         // Still pending at start_at, or started late: failure.
-        assert_eq!(advance(Submitted, AT, remote(None, None), AT), Some(Failed));
         assert_eq!(
-            advance(Submitted, AT, remote(Some(AT + 1), None), AT + 5),
+            advance(Submitted, RunMode::Hold, AT, remote(None, None), AT),
+            Some(Failed)
+        );
+        assert_eq!(
+            advance(
+                Submitted,
+                RunMode::Hold,
+                AT,
+                remote(Some(AT + 1), None),
+                AT + 5
+            ),
             Some(Failed)
         );
         // Started in time but ended before start_at (killed): failure.
         assert_eq!(
-            advance(Started, AT, remote(Some(800), Some(900)), 950),
+            advance(
+                Started,
+                RunMode::Hold,
+                AT,
+                remote(Some(800), Some(900)),
+                950
+            ),
             Some(Failed)
         );
         // Ended after start_at: it held the nodes at start_at.
         assert_eq!(
-            advance(Started, AT, remote(Some(800), Some(AT + 60)), AT + 100),
+            advance(
+                Started,
+                RunMode::Hold,
+                AT,
+                remote(Some(800), Some(AT + 60)),
+                AT + 100
+            ),
             Some(Succeeded)
         );
         // Final and planned states are not advanced by remote news.
         assert_eq!(
-            advance(Succeeded, AT, remote(Some(800), None), AT + 10),
+            advance(
+                Succeeded,
+                RunMode::Hold,
+                AT,
+                remote(Some(800), None),
+                AT + 10
+            ),
             None
         );
-        assert_eq!(advance(Planned, AT, remote(None, None), AT + 10), None);
+        assert_eq!(
+            advance(Planned, RunMode::Hold, AT, remote(None, None), AT + 10),
+            None
+        );
+    }
+
+    #[test]
+    fn a_best_effort_job_that_ends_early_has_done_its_work() {
+        let fx = RunMode::BestEffort;
+        // Started in time and finished before start_at: succeeded when it ended.
+        assert_eq!(
+            advance(Started, fx, AT, remote(Some(800), Some(900)), 950),
+            Some(Succeeded)
+        );
+        // Still running before start_at: nothing yet; at start_at, succeeded.
+        assert_eq!(advance(Started, fx, AT, remote(Some(800), None), 950), None);
+        assert_eq!(
+            advance(Started, fx, AT, remote(Some(800), None), AT),
+            Some(Succeeded)
+        );
+        // Late is late in either mode.
+        assert_eq!(
+            advance(
+                Submitted,
+                fx,
+                AT,
+                remote(Some(AT + 1), Some(AT + 2)),
+                AT + 5
+            ),
+            Some(Failed)
+        );
+        assert_eq!(
+            advance(Submitted, fx, AT, remote(None, None), AT),
+            Some(Failed)
+        );
     }
 }

@@ -195,8 +195,8 @@ impl VarqPlan {
             submit_at: p.submit_at,
             advertised_walltime_s: p.advertised_walltime_s,
             probability: p.probability,
-            max_overhead_node_s: u64::from(req.nodes) * p.lead_s,
-            required_node_s: u64::from(req.nodes) * req.walltime_s,
+            max_overhead_node_s: u64::from(req.nodes).saturating_mul(p.lead_s),
+            required_node_s: u64::from(req.nodes).saturating_mul(req.walltime_s),
         }
     }
 }
@@ -284,14 +284,13 @@ pub enum Replan {
     AtRisk(Option<VarqPlan>),
 }
 
-/// Re-plans a reservation planned to submit at `submit_at`, as seen at `now`.
-///
-/// In `latest` mode the plan is kept while p(submit_at) ≥ P; otherwise it moves to the
-/// latest s ≥ now that meets P. In `max_probability` mode the current maximum is taken.
-/// When nothing meets P the best reachable time is used and the reservation is at risk.
+/// Re-plans a reservation planned to submit at `submit_at`, as seen at `now`
+/// (`varq.md`, *Managed reservations*), in either mode: the plan is kept while
+/// p(submit_at) ≥ P; otherwise it moves to the latest s ≥ now that meets P. When
+/// nothing meets P the best reachable time is used and the reservation is at risk.
 pub fn replan(req: &VarqRequest, submit_at: i64, now: i64, oracle: &impl StartOracle) -> Replan {
     let limit = oracle.max_walltime_s();
-    if req.mode == Mode::Latest && submit_at >= now && submit_at < req.start_at {
+    if submit_at >= now && submit_at < req.start_at {
         let current = point_at(req, submit_at, limit, oracle);
         if current.usable() && current.probability >= req.min_probability {
             return Replan::Keep {
@@ -300,7 +299,11 @@ pub fn replan(req: &VarqRequest, submit_at: i64, now: i64, oracle: &impl StartOr
         }
     }
     let points = trajectory(req, now, oracle);
-    match decide(req, &points) {
+    let latest = VarqRequest {
+        mode: Mode::Latest,
+        ..req.clone()
+    };
+    match decide(&latest, &points) {
         Decision::Planned(plan) if plan.submit_at == submit_at => Replan::Keep {
             probability: plan.probability,
         },
@@ -532,11 +535,15 @@ mod tests {
 
     #[test]
     fn replan_keeps_a_plan_that_still_holds_without_recomputing_everything() {
-        let req = request(Mode::Latest, 0.5);
-        let curve = Curve::new();
-        let r = replan(&req, 43_200 - 3600, 1000, &curve);
-        assert_eq!(r, Replan::Keep { probability: 0.5 });
-        assert_eq!(curve.calls.get(), 1);
+        // In either mode: a max-probability plan is not moved while it meets P (a
+        // grid out of step with the old submission time would move it every pass).
+        for mode in [Mode::Latest, Mode::MaxProbability] {
+            let req = request(mode, 0.5);
+            let curve = Curve::new();
+            let r = replan(&req, 43_200 - 3600, 1000, &curve);
+            assert_eq!(r, Replan::Keep { probability: 0.5 }, "{mode:?}");
+            assert_eq!(curve.calls.get(), 1);
+        }
     }
 
     #[test]
@@ -551,13 +558,15 @@ mod tests {
                 }
             }
         }
-        let req = request(Mode::Latest, 0.5);
-        let Replan::Move(plan) = replan(&req, 43_200 - 3600, 1000, &Slower) else {
-            panic!("expected a move")
-        };
-        // Latest grid point (1000 + 30k) with lead ≥ 7200.
-        assert_eq!(plan.submit_at, 1000 + 30 * ((43_200 - 7200 - 1000) / 30));
-        assert!(plan.probability >= 0.5);
+        for mode in [Mode::Latest, Mode::MaxProbability] {
+            let req = request(mode, 0.5);
+            let Replan::Move(plan) = replan(&req, 43_200 - 3600, 1000, &Slower) else {
+                panic!("expected a move")
+            };
+            // Latest grid point (1000 + 30k) with lead ≥ 7200, whatever the mode.
+            assert_eq!(plan.submit_at, 1000 + 30 * ((43_200 - 7200 - 1000) / 30));
+            assert!(plan.probability >= 0.5);
+        }
 
         let strict = request(Mode::Latest, 0.9);
         match replan(&strict, 43_200 - 3600, 1000, &Slower) {

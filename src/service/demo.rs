@@ -214,6 +214,7 @@ impl Demo {
                 return Err(e);
             }
         }
+        predictors.heard_until(&self.site, self.origin + rel);
         Ok(StepReport {
             records: records.len(),
             sim_now: self.origin + rel,

@@ -14,7 +14,7 @@
 //!
 //! May import: the store trait and domain types, the sources, tokio, tracing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +28,8 @@ use crate::sources::sge::SgeFollower;
 use crate::sources::slurm_poll::SlurmRestPoller;
 use crate::sources::{Batch, JobRecord, RecordReject, Source, SourceError};
 use crate::store::{
-    NewJob, NewQueue, NewReject, NewSite, Queue, Site, SiteKind, SourceProgress, Store, StoreError,
+    Job, JobState, NewJob, NewQueue, NewReject, NewSite, Queue, Site, SiteKind, SourceProgress,
+    Store, StoreError,
 };
 
 use super::{Clock, Predictors};
@@ -143,6 +144,8 @@ pub async fn ingest<S: Store>(
         out.rejects_new = store.insert_rejects(&kept).await?;
     }
     out.rejected = kept.len() as u64;
+    // Everything the source knew at `now` is stored (an empty batch says as much).
+    predictors.heard_until(site, now);
     Ok(out)
 }
 
@@ -155,6 +158,66 @@ fn reject_of(site: &Site, source: &str, r: &JobRecord, reason: String, now: i64)
         reason: format!("job {}: {reason}", r.job_id),
         received_at: now,
     }
+}
+
+/// The records closing `site`'s stored jobs that a whole listing taken at `now` no
+/// longer holds ([`close_unlisted`]).
+async fn unlisted<S: Store>(
+    store: &S,
+    site: &Site,
+    listed: &HashSet<String>,
+    now: i64,
+) -> Result<Vec<JobRecord>, StoreError> {
+    let open = store.open_jobs(site.id).await?;
+    if !open
+        .iter()
+        .any(|j| j.submit_time < now && !listed.contains(&j.job_id))
+    {
+        return Ok(Vec::new());
+    }
+    let names: HashMap<i64, String> = store
+        .queue_stats(site.id)
+        .await?
+        .into_iter()
+        .map(|q| (q.queue.id, q.queue.name))
+        .collect();
+    Ok(close_unlisted(
+        &open,
+        |j| names.get(&j.queue_id).cloned(),
+        listed,
+        now,
+    ))
+}
+
+/// Records closing the stored `open` jobs (not ended) that a whole listing taken at
+/// `now` no longer holds: one never seen to start departed unstarted (cancelled) by
+/// `now`; one seen running ended by `now`, how is unknown. Jobs submitted at or after
+/// `now` are left alone (the listing could not have held them).
+pub fn close_unlisted(
+    open: &[Job],
+    queue_of: impl Fn(&Job) -> Option<String>,
+    listed: &HashSet<String>,
+    now: i64,
+) -> Vec<JobRecord> {
+    open.iter()
+        .filter(|j| j.end_time.is_none() && j.submit_time < now && !listed.contains(&j.job_id))
+        .filter_map(|j| {
+            Some(JobRecord {
+                job_id: j.job_id.clone(),
+                queue: queue_of(j)?,
+                submit_time: j.submit_time,
+                start_time: j.start_time,
+                end_time: Some(now.max(j.start_time.unwrap_or(j.submit_time))),
+                nodes: j.nodes,
+                walltime_s: j.walltime_s,
+                state: if j.start_time.is_some() {
+                    JobState::Unknown
+                } else {
+                    JobState::Cancelled
+                },
+            })
+        })
+        .collect()
 }
 
 /// Back-off after `failures` consecutive failed polls: the interval doubled per
@@ -271,9 +334,18 @@ async fn poll_once<S: Store, Src: Source>(
         .map_err(|e| SourceError(format!("store: {e}")))?;
     let cursor = state.and_then(|s| s.cursor);
     let now = clock.now();
-    let batch: Batch = tokio::time::timeout(source.timeout(), source.poll(cursor, now))
+    let mut batch: Batch = tokio::time::timeout(source.timeout(), source.poll(cursor, now))
         .await
         .map_err(|_| SourceError(format!("no answer within {:?}", source.timeout())))??;
+    if let Some(listed) = &batch.listed {
+        let closing = unlisted(store, site, listed, now)
+            .await
+            .map_err(|e| SourceError(format!("store: {e}")))?;
+        if !closing.is_empty() {
+            tracing::info!(site = %site.name, source = %name, jobs = closing.len(), "jobs left the scheduler unseen: closed");
+        }
+        batch.records.extend(closing);
+    }
     let out = ingest(
         store,
         predictors,
@@ -437,11 +509,12 @@ pub async fn spawn_sources<S: Store>(
             )),
             SourceConfig::Swf(s) => {
                 let store = store.clone();
+                let predictors = predictors.clone();
                 let path = s.path.clone();
-                let site = cfg.name.clone();
+                let site = task.site.clone();
                 let now = clock.now();
                 tokio::spawn(async move {
-                    import_swf_once(&store, &site, &path, batch_size, now).await;
+                    import_swf_once(&store, &predictors, &site, &path, batch_size, now).await;
                 })
             }
         };
@@ -455,11 +528,13 @@ pub async fn spawn_sources<S: Store>(
 /// would change nothing anyway).
 async fn import_swf_once<S: Store>(
     store: &S,
-    site: &str,
+    predictors: &Predictors,
+    site_row: &crate::store::Site,
     path: &std::path::Path,
     batch_size: usize,
     now: i64,
 ) {
+    let site = site_row.name.as_str();
     let fingerprint = std::fs::metadata(path).ok().map(|m| {
         let mtime = m
             .modified()
@@ -513,6 +588,18 @@ async fn import_swf_once<S: Store>(
                 rejected = s.rejected,
                 "SWF trace imported"
             );
+            // The import wrote to the store directly: the site's predictors learn it
+            // all at once, as a restart's rebuild would.
+            if s.inserted > 0 {
+                match predictors.rebuild_site(store, site_row).await {
+                    Ok(r) => {
+                        tracing::info!(site, queues = r.queues, jobs = r.jobs, "predictors rebuilt")
+                    }
+                    Err(e) => {
+                        tracing::warn!(site, error = %e, "cannot rebuild the site's predictors")
+                    }
+                }
+            }
             if let Ok(Some(st)) = store.site(site).await {
                 let done = store
                     .source_succeeded(&SourceProgress {

@@ -30,7 +30,28 @@ pub fn check_name(name: &str) -> Result<(), String> {
             "must be 1 to 64 letters, digits, '.', '_' or '-', got {name:?}"
         ));
     }
+    // A URL path segment "." or ".." is removed by every client before the request is
+    // sent (RFC 3986 §5.2.4), so such a site or queue could never be addressed.
+    if name == "." || name == ".." {
+        return Err(format!("cannot be {name:?}: a URL cannot name it"));
+    }
     Ok(())
 }
 
 pub use crate::plan::format_unix;
+
+#[cfg(test)]
+mod tests {
+    use super::check_name;
+
+    #[test]
+    fn names_are_path_segments_a_url_can_carry() {
+        for ok in ["normal", "a.b", "...", "x-1_2", &"q".repeat(64)] {
+            assert_eq!(check_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "ü", &"q".repeat(65)] {
+            let e = check_name(bad).unwrap_err();
+            assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
+    }
+}

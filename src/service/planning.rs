@@ -115,3 +115,18 @@ pub async fn oracle_for<S: Store>(
     }
     queue_oracle(store, queue, now).await
 }
+
+/// Runs `work` (a plan: up to [`crate::plan::varq::MAX_POINTS`] oracle calls per
+/// request) on the blocking pool, at most as many at once as there are cores, so that
+/// planning never stalls the runtime that answers every other request. `None` when the
+/// work panicked.
+pub async fn compute<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    let slots = SLOTS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        tokio::sync::Semaphore::new(cores)
+    });
+    // The semaphore is never closed, so acquiring only waits.
+    let _slot = slots.acquire().await.ok()?;
+    tokio::task::spawn_blocking(work).await.ok()
+}

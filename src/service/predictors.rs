@@ -78,7 +78,7 @@ pub struct QueueSlot {
 }
 
 /// How a rebuild went, for the start-up log line.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RebuildReport {
     /// Predictors built.
     pub queues: usize,
@@ -203,7 +203,7 @@ impl QueueEntry {
         }
     }
 
-    /// Runs `f` on the predictor brought to `at`.
+    /// Runs `f` on the predictor brought to `at` (its pending jobs tested up to then).
     fn read_at<T>(&self, at: i64, f: impl FnOnce(&QueuePredictor) -> T) -> T {
         if self.advanced_to.load(Ordering::Acquire) < at {
             let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
@@ -221,6 +221,9 @@ struct SiteEntry {
     kind: SiteKind,
     /// Latest submit or start time of any of its jobs ([`NEVER`] when none).
     last_event: AtomicI64,
+    /// The instant up to which the site's news is known: when the last batch stored
+    /// was read (a poll's start, a push), [`NEVER`] before the first.
+    heard_until: AtomicI64,
     /// The site's own clock, when it is not the service's (the demo's simulated time).
     clock: RwLock<Option<Arc<dyn Clock>>>,
     queues: RwLock<HashMap<String, Arc<QueueEntry>>>,
@@ -231,6 +234,7 @@ impl SiteEntry {
         Self {
             kind,
             last_event: AtomicI64::new(NEVER),
+            heard_until: AtomicI64::new(NEVER),
             clock: RwLock::new(None),
             queues: RwLock::new(HashMap::new()),
         }
@@ -242,6 +246,18 @@ impl SiteEntry {
             .unwrap_or(job.submit_time)
             .max(job.submit_time);
         self.last_event.fetch_max(event, Ordering::AcqRel);
+    }
+
+    /// How far a query at `at` may move the predictors' pending jobs on: an archive is
+    /// wholly known; a live site only up to the news stored. A job still pending at the
+    /// last poll may have started since, which the next poll will tell: counting it as
+    /// waiting past its bound at `at` would test it against news not yet heard (and
+    /// differ from the replay of the same records).
+    fn horizon(&self, at: i64) -> i64 {
+        match self.kind {
+            SiteKind::Archive => at,
+            SiteKind::Live => at.min(self.heard_until.load(Ordering::Acquire)),
+        }
     }
 
     fn queue(&self, name: &str) -> Option<Arc<QueueEntry>> {
@@ -437,68 +453,87 @@ impl Predictors {
     ) -> StoreResult<(Self, RebuildReport)> {
         let started = Instant::now();
         let this = Self::new();
-        let mut jobs = 0u64;
-        let mut queues = 0usize;
-        let mut bounds_recorded = 0u64;
+        let mut report = RebuildReport::default();
         for summary in store.sites().await? {
-            let site = summary.site;
-            let entry = this.site_entry(&site);
-            for stats in store.queue_stats(site.id).await? {
-                let mut live = Live::new(&this.config);
-                let mut records = Vec::new();
-                let mut ids = Vec::new();
-                let mut record = Vec::new();
-                let mut departs = Vec::new();
-                let mut stream = std::pin::pin!(stream_jobs(store, stats.queue.id, REBUILD_PAGE));
-                let mut since_report = 0u64;
-                while let Some(job) = stream.try_next().await? {
-                    live.saw(&job);
-                    entry.saw(&job);
-                    if let Some((r, departs_at)) = record_of(&job, site.kind) {
-                        if let Some(at) = departs_at {
-                            departs.push((records.len(), at));
-                        } else if r.start.is_none() {
-                            live.pending.insert(job.job_id.clone(), (r.submit, r.shape));
-                        }
-                        records.push(r);
-                        ids.push(job.id);
-                        record.push(job.bound_status.is_none());
-                    }
-                    since_report += 1;
-                    if since_report == REBUILD_PAGE as u64 {
-                        progress(since_report);
-                        since_report = 0;
-                    }
-                }
-                progress(since_report);
-                let arrived = vec![false; records.len()];
-                departs.sort_by_key(|&(_, at)| at);
-                let bounds = feed(&mut live.predictor, &records, &arrived, &record, &departs);
-                let bounds: Vec<JobBound> =
-                    bounds.iter().map(|(i, a)| job_bound(ids[*i], a)).collect();
-                for chunk in bounds.chunks(REBUILD_PAGE as usize) {
-                    store.set_bounds(chunk).await?;
-                }
-                bounds_recorded += bounds.len() as u64;
-                jobs += live.jobs_seen;
-                queues += 1;
-                entry
-                    .queues
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(
-                        stats.queue.name.clone(),
-                        Arc::new(QueueEntry::new(live, QueueLimits::of(&stats.queue))),
-                    );
-            }
+            this.rebuild_site_into(store, &summary.site, &mut report, &mut progress)
+                .await?;
         }
-        let report = RebuildReport {
-            queues,
-            jobs,
-            bounds_recorded,
-            elapsed: started.elapsed(),
-        };
+        report.elapsed = started.elapsed();
         Ok((this, report))
+    }
+
+    /// Builds the predictors of every queue of `site` from the store again and puts them
+    /// in place of the ones held: after a bulk load that bypassed [`Predictors::ingest`]
+    /// (an SWF source's import), so that the site answers from what was loaded.
+    pub async fn rebuild_site<S: Store>(
+        &self,
+        store: &S,
+        site: &Site,
+    ) -> StoreResult<RebuildReport> {
+        let started = Instant::now();
+        let mut report = RebuildReport::default();
+        self.rebuild_site_into(store, site, &mut report, &mut |_| {})
+            .await?;
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    async fn rebuild_site_into<S: Store>(
+        &self,
+        store: &S,
+        site: &Site,
+        report: &mut RebuildReport,
+        progress: &mut impl FnMut(u64),
+    ) -> StoreResult<()> {
+        let entry = self.site_entry(site);
+        for stats in store.queue_stats(site.id).await? {
+            let mut live = Live::new(&self.config);
+            let mut records = Vec::new();
+            let mut ids = Vec::new();
+            let mut record = Vec::new();
+            let mut departs = Vec::new();
+            let mut stream = std::pin::pin!(stream_jobs(store, stats.queue.id, REBUILD_PAGE));
+            let mut since_report = 0u64;
+            while let Some(job) = stream.try_next().await? {
+                live.saw(&job);
+                entry.saw(&job);
+                if let Some((r, departs_at)) = record_of(&job, site.kind) {
+                    if let Some(at) = departs_at {
+                        departs.push((records.len(), at));
+                    } else if r.start.is_none() {
+                        live.pending.insert(job.job_id.clone(), (r.submit, r.shape));
+                    }
+                    records.push(r);
+                    ids.push(job.id);
+                    record.push(job.bound_status.is_none());
+                }
+                since_report += 1;
+                if since_report == REBUILD_PAGE as u64 {
+                    progress(since_report);
+                    since_report = 0;
+                }
+            }
+            progress(since_report);
+            let arrived = vec![false; records.len()];
+            departs.sort_by_key(|&(_, at)| at);
+            let bounds = feed(&mut live.predictor, &records, &arrived, &record, &departs);
+            let bounds: Vec<JobBound> = bounds.iter().map(|(i, a)| job_bound(ids[*i], a)).collect();
+            for chunk in bounds.chunks(REBUILD_PAGE as usize) {
+                store.set_bounds(chunk).await?;
+            }
+            report.bounds_recorded += bounds.len() as u64;
+            report.jobs += live.jobs_seen;
+            report.queues += 1;
+            entry
+                .queues
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    stats.queue.name.clone(),
+                    Arc::new(QueueEntry::new(live, QueueLimits::of(&stats.queue))),
+                );
+        }
+        Ok(())
     }
 
     /// The ingest path: stores `records` (inserting new jobs, updating known ones) and
@@ -782,7 +817,16 @@ impl Predictors {
     ) -> Option<T> {
         let (s, q) = self.find(site, queue)?;
         let as_of = self.as_of_entry(&s);
-        Some(q.read_at(as_of, |p| f(p, as_of)))
+        Some(q.read_at(s.horizon(as_of), |p| f(p, as_of)))
+    }
+
+    /// Records that `site`'s news up to `at` is stored (a source's poll that began at
+    /// `at` has been written, or a push made then): queries may move its pending jobs
+    /// on up to there.
+    pub fn heard_until(&self, site: &Site, at: i64) {
+        self.site_entry(site)
+            .heard_until
+            .fetch_max(at, Ordering::AcqRel);
     }
 
     /// Upper level-`c` bound on the `q` quantile of the wait of a job of `shape`
@@ -815,7 +859,7 @@ impl Predictors {
 
     /// The queue's clusters (service classes) with their 0.95/0.95 bounds.
     pub fn clusters(&self, site: &str, queue: &str) -> Option<(Vec<ClusterInfo>, i64)> {
-        self.with_predictor(site, queue, |p, at| (p.clusters(), at))
+        self.with_predictor(site, queue, |p, at| (p.clusters(at), at))
     }
 
     /// The queue's state (up or maybe down, last release, pending jobs…).

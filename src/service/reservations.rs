@@ -160,30 +160,46 @@ pub async fn cancel<S: Store>(
     ) {
         return Err(ReservationError::Final(after.state));
     }
-    if let Some(sub) = submitters.get(&after.request.site) {
-        // Every live job carrying the id: the recorded one, and any an interrupted
-        // submission left unrecorded.
-        let mut live: Vec<String> = sub
-            .find(&after.request.uid)
-            .await?
-            .into_iter()
-            .filter(|j| j.ended_at.is_none())
-            .map(|j| j.job_id)
-            .collect();
-        if let Some(id) = &after.remote_job_id
-            && !live.contains(id)
-            && sub.status(id).await?.is_some_and(|j| j.ended_at.is_none())
-        {
-            live.push(id.clone());
-        }
-        for id in live {
-            sub.cancel(&id).await?;
-            store
-                .note_reservation(after.id, now, &format!("remote job {id} cancelled"))
-                .await?;
-        }
-    }
+    cancel_remote(store, submitters, &after, now).await?;
     Ok(after)
+}
+
+/// Cancels every live remote job of `r`: the recorded one, and any an interrupted
+/// submission left unrecorded. Marked beforehand as still to be done, and cleared once
+/// done, so that when the scheduler cannot be reached the executor asks again on its
+/// next passes ([`Executor::tick`]) instead of leaving a job to hold its nodes.
+pub async fn cancel_remote<S: Store>(
+    store: &S,
+    submitters: &Submitters,
+    r: &Reservation,
+    now: i64,
+) -> Result<(), ReservationError> {
+    let Some(sub) = submitters.get(&r.request.site) else {
+        // No submitter (any more): nothing this service submitted there can be reached.
+        return Ok(());
+    };
+    store.set_remote_cleanup(r.id, true).await?;
+    let mut live: Vec<String> = sub
+        .find(&r.request.uid)
+        .await?
+        .into_iter()
+        .filter(|j| j.ended_at.is_none())
+        .map(|j| j.job_id)
+        .collect();
+    if let Some(id) = &r.remote_job_id
+        && !live.contains(id)
+        && sub.status(id).await?.is_some_and(|j| j.ended_at.is_none())
+    {
+        live.push(id.clone());
+    }
+    for id in live {
+        sub.cancel(&id).await?;
+        store
+            .note_reservation(r.id, now, &format!("remote job {id} cancelled"))
+            .await?;
+    }
+    store.set_remote_cleanup(r.id, false).await?;
+    Ok(())
 }
 
 /// What one executor tick did (for logs and tests).
@@ -322,9 +338,21 @@ impl<S: Store> Executor<S> {
         }
     }
 
-    /// One pass: re-plan what waits, submit what is due, follow what was submitted.
+    /// One pass: submit what is due, then re-plan what waits and follow what was
+    /// submitted. Submissions come first: following asks each remote job's status, and
+    /// a slow scheduler at one site must not delay what is due at every site (a late
+    /// submission shortens the lead the plan's probability was computed for).
     pub async fn tick(&self) -> Result<TickReport, StoreError> {
         let mut report = TickReport::default();
+        self.submit_due(&mut report).await?;
+        // Remote jobs a cancel could not reach before: asked again.
+        for r in self.store.remote_cleanups().await? {
+            if let Err(e) = cancel_remote(&self.store, &self.submitters, &r, self.clock.now()).await
+            {
+                report.errors += 1;
+                tracing::warn!(reservation = %r.request.uid, error = %e, "remote job still to cancel");
+            }
+        }
         let now = self.clock.now();
         for r in self.store.active_reservations().await? {
             let result = match r.state {
@@ -339,10 +367,14 @@ impl<S: Store> Executor<S> {
                 tracing::warn!(reservation = %r.request.uid, error = %e, "reservation step failed");
             }
         }
-        // One claim per submission, each at the clock's time then: following the
-        // submitted ones above, and each submission, may take a while, and a lease
-        // dated from the start of the tick could run out before its submission did
-        // (another replica would then take it over and submit the job again).
+        Ok(report)
+    }
+
+    /// Claims and submits the reservations due, one claim per submission, each at the
+    /// clock's time then: a submission may take a while, and a lease dated from the
+    /// start of the pass could run out before its submission did (another replica
+    /// would then take it over and submit the job again).
+    async fn submit_due(&self, report: &mut TickReport) -> Result<(), StoreError> {
         for _ in 0..CLAIM_BATCH {
             let now = self.clock.now();
             let claimed = self
@@ -352,14 +384,14 @@ impl<S: Store> Executor<S> {
             let Some(r) = claimed.into_iter().next() else {
                 break;
             };
-            if let Err(e) = self.submit(&r, now, &mut report).await {
+            if let Err(e) = self.submit(&r, now, report).await {
                 report.errors += 1;
                 tracing::warn!(reservation = %r.request.uid, error = %e, "submission failed");
                 // Give the lease back so the next tick (of any replica) retries.
                 self.store.release_lease(r.id, &self.id).await?;
             }
         }
-        Ok(report)
+        Ok(())
     }
 
     /// Re-plans a waiting reservation once per step (`varq.md`: every Δ).
@@ -590,15 +622,21 @@ impl<S: Store> Executor<S> {
             },
         };
         let mut state = r.state;
-        while let Some(next) = lifecycle::advance(state, r.request.start_at, remote, now) {
+        while let Some(next) =
+            lifecycle::advance(state, r.request.run_mode, r.request.start_at, remote, now)
+        {
             let reason = match next {
                 ReservationState::Started => format!(
                     "remote job {job_id} started at {}",
                     super::format_unix(remote.started_at.unwrap_or(now))
                 ),
-                ReservationState::Succeeded => {
-                    format!("remote job {job_id} held its nodes at start_at")
-                }
+                ReservationState::Succeeded => match remote.ended_at {
+                    Some(e) if e < r.request.start_at => format!(
+                        "remote job {job_id} started in time and ended at {} (best effort: its command ran at once)",
+                        super::format_unix(e)
+                    ),
+                    _ => format!("remote job {job_id} held its nodes at start_at"),
+                },
                 _ => match remote.started_at {
                     Some(s) if s > r.request.start_at => format!(
                         "remote job {job_id} started late, at {}",
@@ -625,10 +663,7 @@ impl<S: Store> Executor<S> {
             if next == ReservationState::Failed
                 && status.as_ref().is_some_and(|s| s.ended_at.is_none())
             {
-                sub.cancel(job_id).await?;
-                self.store
-                    .note_reservation(r.id, now, &format!("remote job {job_id} cancelled"))
-                    .await?;
+                cancel_remote(&self.store, &self.submitters, r, now).await?;
             }
             state = next;
         }
@@ -644,6 +679,7 @@ impl<S: Store> Executor<S> {
         index: i64,
         now: i64,
     ) -> Result<(), ReservationError> {
+        let mut first_error = None;
         for other in self.store.coallocation_members(coalloc).await? {
             if other.id == started.id
                 || other.coallocation.map(|c| c.1) != Some(index)
@@ -655,11 +691,16 @@ impl<S: Store> Executor<S> {
                 "redundant: request {} of the same reservation started in time",
                 started.request.uid
             );
+            // One sibling the scheduler cannot cancel now (it is marked to be retried)
+            // does not keep the others running.
             match cancel(&self.store, &self.submitters, &other, now, &reason).await {
                 Ok(_) | Err(ReservationError::Final(_)) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(reservation = %other.request.uid, error = %e, "cannot cancel a redundant request now; retried");
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 }

@@ -100,6 +100,13 @@ pub struct Batch {
     /// Whether more is ready at once (a file or window only partly read): the poller
     /// polls again without waiting.
     pub more: bool,
+    /// When the records are every job the scheduler holds now (slurmrestd's whole job
+    /// list): the ids it listed, rejected ones included. A stored job still open
+    /// (pending or running) that is not among them has left the scheduler while this
+    /// service did not see it go (it keeps ended jobs only `MinJobAge` seconds), and
+    /// is closed (`crate::service::ingest::close_unlisted`) instead of staying pending
+    /// for ever.
+    pub listed: Option<std::collections::HashSet<String>>,
 }
 
 impl Batch {

@@ -75,6 +75,19 @@ const MAX_SEEN_REJECTS: usize = 100_000;
 /// kept aside once, not at every poll.
 pub fn read_list(list: &slurm_rest::JobList, seen_rejects: &mut HashSet<String>) -> Batch {
     let mut batch = Batch::default();
+    // Every job listed, read or not; none when a listed job has no id (then which
+    // stored jobs are gone cannot be told).
+    let mut listed: Option<HashSet<String>> =
+        Some(list.jobs.iter().map(|j| j.job_id.to_string()).collect());
+    for bad in &list.rejected {
+        match (bad.job_id, listed.as_mut()) {
+            (Some(id), Some(ids)) => {
+                ids.insert(id.to_string());
+            }
+            _ => listed = None,
+        }
+    }
+    batch.listed = listed;
     if seen_rejects.len() > MAX_SEEN_REJECTS {
         // The store keeps a reject once however often it comes; this only spares it
         // the writes, and must not grow for the life of the process.

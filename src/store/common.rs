@@ -23,7 +23,12 @@ macro_rules! common_store_methods {
     async fn upsert_site(&self, site: &NewSite) -> StoreResult<Site> {
         sqlx::query_as::<_, SiteRow>(concat!(
             "INSERT INTO sites (name, kind, description, time_zone, created_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING ",
+             ON CONFLICT (name) DO UPDATE SET \
+               description = CASE WHEN sites.kind = EXCLUDED.kind AND EXCLUDED.description <> '' \
+                 THEN EXCLUDED.description ELSE sites.description END, \
+               time_zone = CASE WHEN sites.kind = EXCLUDED.kind \
+                 THEN COALESCE(EXCLUDED.time_zone, sites.time_zone) ELSE sites.time_zone END \
+             RETURNING ",
             site_columns!()
         ))
         .bind(&site.name)
@@ -166,6 +171,19 @@ macro_rules! common_store_methods {
         convert(rows)
     }
 
+    async fn open_jobs(&self, site_id: i64) -> StoreResult<Vec<Job>> {
+        let rows = sqlx::query_as::<_, JobRow>(concat!(
+            "SELECT ",
+            job_columns!(),
+            " FROM jobs WHERE site_id = $1 AND end_time IS NULL ORDER BY id"
+        ))
+        .bind(site_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        convert(rows)
+    }
+
     async fn jobs_started(&self, queue_id: i64, w: StartWindow) -> StoreResult<Vec<Job>> {
         let rows = sqlx::query_as::<_, JobRow>(concat!(
             "SELECT ",
@@ -282,13 +300,14 @@ macro_rules! common_store_methods {
         Ok(done.rows_affected() > 0)
     }
 
-    async fn rejects(&self, site_id: i64, limit: i64) -> StoreResult<Vec<Reject>> {
+    async fn rejects(&self, site_id: i64, after: i64, limit: i64) -> StoreResult<Vec<Reject>> {
         let rows = sqlx::query_as::<_, RejectRow>(concat!(
             "SELECT ",
             reject_columns!(),
-            " FROM rejects WHERE site_id = $1 ORDER BY id LIMIT $2"
+            " FROM rejects WHERE site_id = $1 AND id > $2 ORDER BY id LIMIT $3"
         ))
         .bind(site_id)
+        .bind(after)
         .bind(limit)
         .fetch_all(&self.pool)
         .await

@@ -107,9 +107,11 @@ pub struct NewSite {
     pub name: String,
     /// Archive or live (kept when the site exists).
     pub kind: SiteKind,
-    /// Free text about the machine.
+    /// Free text about the machine (an existing site of the same kind takes it unless
+    /// it is empty).
     pub description: String,
-    /// IANA zone name, when known.
+    /// IANA zone name, when known (an existing site of the same kind takes it when
+    /// given).
     pub time_zone: Option<String>,
 }
 
@@ -589,8 +591,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Checks that the database answers (for `/readyz`).
     fn ping(&self) -> impl Future<Output = StoreResult<()>> + Send;
 
-    /// Finds the site of this name, or creates it. An existing site is returned as it
-    /// is (its kind and description are not changed).
+    /// Finds the site of this name, or creates it. An existing site keeps its kind; one
+    /// of the same kind takes the description (unless empty) and time zone (when given);
+    /// one of the other kind is returned unchanged.
     fn upsert_site(&self, site: &NewSite) -> impl Future<Output = StoreResult<Site>> + Send;
 
     /// The site of this name.
@@ -669,6 +672,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         limit: i64,
     ) -> impl Future<Output = StoreResult<Vec<Job>>> + Send;
 
+    /// A site's jobs that have not ended (pending or running), by store id.
+    fn open_jobs(&self, site_id: i64) -> impl Future<Output = StoreResult<Vec<Job>>> + Send;
+
     /// A queue's jobs that started in the window, by start time, at most `limit`.
     fn jobs_started(
         &self,
@@ -724,10 +730,11 @@ pub trait Store: Clone + Send + Sync + 'static {
         rejects: &[NewReject],
     ) -> impl Future<Output = StoreResult<u64>> + Send;
 
-    /// A site's rejects, oldest first, at most `limit`.
+    /// A site's rejects with an id above `after`, oldest first, at most `limit`.
     fn rejects(
         &self,
         site_id: i64,
+        after: i64,
         limit: i64,
     ) -> impl Future<Output = StoreResult<Vec<Reject>>> + Send;
 
@@ -822,6 +829,16 @@ pub trait Store: Clone + Send + Sync + 'static {
         id: i64,
         t: &Transition,
     ) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// Marks (or clears) a reservation's remote job(s) as still to be cancelled.
+    fn set_remote_cleanup(
+        &self,
+        id: i64,
+        pending: bool,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Reservations whose remote job(s) are still to be cancelled, oldest first.
+    fn remote_cleanups(&self) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
 
     /// Records an event that does not change the state.
     fn note_reservation(

@@ -257,6 +257,28 @@ macro_rules! reservation_store_methods {
         Ok(done)
     }
 
+    async fn set_remote_cleanup(&self, id: i64, pending: bool) -> StoreResult<()> {
+        sqlx::query("UPDATE reservations SET remote_cleanup = $2 WHERE id = $1")
+            .bind(id)
+            .bind(pending)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn remote_cleanups(&self) -> StoreResult<Vec<Reservation>> {
+        let rows = sqlx::query_as::<_, ReservationRow>(concat!(
+            "SELECT ",
+            reservation_columns!(),
+            " FROM reservations WHERE remote_cleanup ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        convert(rows)
+    }
+
     async fn note_reservation(&self, id: i64, at: i64, reason: &str) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO reservation_events (reservation_id, at, state, reason) \

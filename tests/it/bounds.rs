@@ -164,7 +164,7 @@ async fn a_live_queue_answers_as_the_engine_does() {
         .get("/v1/sites/hpc/queues/batch/clusters", None)
         .await
         .json();
-    let want = engine.clusters();
+    let want = engine.clusters(TEST_NOW);
     assert_eq!(c["clusters"].as_array().unwrap().len(), want.len());
     assert!(!want.is_empty());
     for (got, w) in c["clusters"].as_array().unwrap().iter().zip(&want) {
@@ -218,6 +218,18 @@ async fn a_live_queue_answers_as_the_engine_does() {
         numbers += usize::from(want.bound_s.is_some());
     }
     assert!(numbers > 100, "{numbers}");
+
+    // A window starting after the site's present (the default end) is empty by
+    // construction: refused, naming since.
+    app.get(
+        &format!(
+            "/v1/sites/hpc/queues/batch/waits?since={}",
+            iso(TEST_NOW + 3600)
+        ),
+        None,
+    )
+    .await
+    .invalid(&["since"]);
 }
 
 #[tokio::test]
@@ -301,6 +313,42 @@ async fn bounds_for_many_queues_at_once() {
     assert_eq!(results[3]["bound"]["confidence"], 0.5);
     assert_eq!(results[3]["bound"]["as_of"], iso(946_684_800 + 120));
 
+    // A query that is not one (a field missing, a string for a number, an unknown
+    // field, not an object) is that query's problem too; the others are answered.
+    let out = app
+        .json(
+            "POST",
+            "/v1/bounds",
+            None,
+            &json!({"queries": [
+                {"site": "hpc"},
+                {"site": "hpc", "queue": "batch", "nodes": "4", "walltime": 60},
+                {"site": "hpc", "queue": "batch", "nodes": 4, "walltime": 60, "partition": "x"},
+                7,
+                {"site": "hpc", "queue": "batch", "nodes": 4, "walltime": "01:00:00"},
+            ]}),
+        )
+        .await
+        .json();
+    let faults: Vec<Value> = out["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["error"]["errors"][0]["field"].clone())
+        .collect();
+    assert_eq!(
+        faults,
+        [
+            json!("queries[0].queue"),
+            json!("queries[1].nodes"),
+            json!("queries[2].partition"),
+            json!("queries[3]"),
+            Value::Null
+        ],
+        "{out}"
+    );
+    assert_eq!(out["results"][4]["bound"]["bound_s"], rows[0]["bound_s"]);
+
     // Too many queries, or a body of the wrong shape, is the whole call's problem.
     let many: Vec<Value> = (0..1001)
         .map(|_| json!({"site": "hpc", "queue": "batch", "nodes": 1, "walltime": 60}))
@@ -312,7 +360,7 @@ async fn bounds_for_many_queues_at_once() {
         "POST",
         "/v1/bounds",
         None,
-        &json!({"queries": [{"site": "hpc"}]}),
+        &json!({"queries": {"site": "hpc"}}),
     )
     .await
     .problem(400);

@@ -230,7 +230,75 @@ async fn the_dashboard_in_headless_chromium() {
     let sent: f64 = digits.parse().unwrap();
     let shown_p: f64 = shown["probability"][1].as_str().unwrap().parse().unwrap();
     assert_eq!(shown_p.to_bits(), sent.to_bits(), "{shown_p} vs {text}");
+    assert_eq!(
+        s.eval(
+            "return document.getElementById('myjob-limits') === null",
+            json!([])
+        )
+        .await,
+        json!(true),
+        "4 nodes for 1 h 30 min is within normal's limits"
+    );
+    let page = s.eval("return document.body.innerText", json!([])).await;
+    for junk in ["null", "undefined", "NaN"] {
+        assert!(
+            !page.as_str().unwrap().contains(junk),
+            "{junk} shown: {page}"
+        );
+    }
     s.screenshot_page(&shots.join("queue.png")).await;
+
+    // A walltime beyond the queue's limit (2 days here) is answered with a warning
+    // that the scheduler would refuse the job.
+    s.fill("#walltime", "3-00:00:00").await;
+    s.click("#ask").await;
+    let warned = s
+        .wait_for(
+            "the limits warning",
+            WAIT,
+            r#"const w = document.getElementById('myjob-limits'); return w && w.innerText"#,
+        )
+        .await;
+    assert!(warned.as_str().unwrap().contains("at most 2 d"), "{warned}");
+
+    // The clusters table: each cluster's history and bound, readable. (The demo
+    // re-clusters as it runs, so the rows are not compared with a later API call.)
+    let rows = s
+        .wait_for(
+            "the clusters table",
+            WAIT,
+            r#"const r = [...document.querySelectorAll('#clusters tbody tr')];
+               return r.length && r.map(x => [x.cells[2].innerText, x.cells[3].innerText])"#,
+        )
+        .await;
+    for row in rows.as_array().unwrap() {
+        let history = row[0]
+            .as_str()
+            .unwrap()
+            .replace([',', '.', '\u{a0}', ' '], "");
+        assert!(history.parse::<u64>().is_ok(), "{rows}");
+        let bound = row[1].as_str().unwrap();
+        assert!(
+            bound == "—"
+                || bound.ends_with(" s")
+                || bound.contains("min")
+                || bound.contains(" h")
+                || bound.contains(" d"),
+            "{rows}"
+        );
+    }
+
+    // Opened without naming a queue, the page says so instead of asking for "/".
+    s.goto(&format!("{base}/ui/queue.html")).await;
+    let alone = s
+        .wait_for(
+            "the page without a queue",
+            WAIT,
+            r#"const a = document.getElementById('error');
+               return !a.hidden && [document.getElementById('summary').innerText, a.innerText]"#,
+        )
+        .await;
+    assert_eq!(alone[0], "No queue chosen.", "{alone}");
 
     // The same pages at a phone's width.
     s.resize(412, 915).await;

@@ -294,6 +294,40 @@ async fn reads_can_require_tokens_and_writes_need_the_right_scope() {
         (Some(172_800), Some(64))
     );
     assert_eq!(q["max_walltime"], "2-00:00:00");
+    // A second PUT updates what it gives and keeps what it leaves out.
+    let described = async || {
+        let sites = app.get("/v1/sites", Some(&read)).await.json();
+        let s = sites["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "live1")
+            .unwrap()
+            .clone();
+        (s["description"].clone(), s["time_zone"].clone())
+    };
+    assert_eq!(described().await, (json!("a live cluster"), json!(null)));
+    let again = json!({"description": "the new cluster", "time_zone": "Europe/Paris"});
+    assert_eq!(
+        app.json("PUT", "/v1/sites/live1", Some(&admin), &again)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        described().await,
+        (json!("the new cluster"), json!("Europe/Paris"))
+    );
+    assert_eq!(
+        app.json("PUT", "/v1/sites/live1", Some(&admin), &json!({}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        described().await,
+        (json!("the new cluster"), json!("Europe/Paris"))
+    );
 
     let jobs = json!({"jobs": [{"job_id": "1", "queue": "batch", "submit": iso(TEST_NOW - 60), "state": "pending"}]});
     app.json("POST", "/v1/sites/live1/jobs", Some(&read), &jobs)
@@ -566,6 +600,18 @@ async fn live_ingest_updates_jobs_and_answers_as_of_now() {
     )
     .await
     .problem(415);
+    // `jobs` twice: a map would keep the second list and lose the first's records.
+    let p = app
+        .raw(
+            "POST",
+            "/v1/sites/live1/jobs",
+            Some(&admin),
+            "application/json",
+            r#"{"jobs": [{"job_id": "40", "queue": "batch", "submit": 1, "state": "pending"}], "jobs": []}"#.into(),
+        )
+        .await
+        .invalid(&["jobs"]);
+    assert!(p.to_string().contains("more than once"), "{p}");
     app.json("POST", "/v1/sites/nope/jobs", Some(&admin), &started)
         .await
         .problem(404);
@@ -584,9 +630,20 @@ async fn archives_take_no_live_records() {
     app.json("POST", "/v1/sites/test/jobs", Some(&admin), &jobs)
         .await
         .problem(409);
-    app.json("PUT", "/v1/sites/test", Some(&admin), &json!({}))
-        .await
-        .problem(409);
+    let before = app.get("/v1/sites", None).await.json();
+    app.json(
+        "PUT",
+        "/v1/sites/test",
+        Some(&admin),
+        &json!({"description": "not an archive", "time_zone": "UTC"}),
+    )
+    .await
+    .problem(409);
+    assert_eq!(
+        app.get("/v1/sites", None).await.json(),
+        before,
+        "a refused PUT changes nothing"
+    );
 }
 
 #[tokio::test]
@@ -623,6 +680,19 @@ async fn operations_endpoints_answer() {
 
     app.get("/v1/sites", None).await;
     app.get("/v1/sites/nope/queues", None).await;
+    // A made-up method is counted as `other`: clients cannot grow the label set.
+    for method in ["FOO1", "FOO2"] {
+        let r = app
+            .send(
+                axum::http::Request::builder()
+                    .method(method)
+                    .uri("/healthz")
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(r.status, 405);
+    }
     let metrics = app.get("/metrics", None).await;
     assert!(
         metrics.headers["content-type"]
@@ -641,6 +711,13 @@ async fn operations_endpoints_answer() {
         text.contains(r#"route="/v1/sites/{site}/queues",status="404"} 1"#),
         "routes are templates, not raw paths: {text}"
     );
+    assert!(
+        text.contains(
+            r#"qbets_http_requests_total{method="other",route="/healthz",status="405"} 2"#
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("FOO1"), "{text}");
 
     let docs = app.get("/docs", None).await;
     assert_eq!(docs.status, 200);

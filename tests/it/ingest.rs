@@ -1,7 +1,7 @@
 //! Pushed records, rejects and the ingest health endpoint, told as one story run on
 //! each backend (SQLite always; PostgreSQL when `TEST_DATABASE_URL` is set).
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::support::{TEST_NOW, TestApp, TestDb, postgres_url};
 use qbets::store::Scope;
@@ -119,9 +119,35 @@ async fn push_story(app: TestApp) {
     );
     assert_eq!(rejects[0]["source"], "push");
     assert!(rejects.iter().any(|x| x["raw"] == "{not json"), "{r}");
+    assert_eq!(r["next"], Value::Null, "every reject fits the page: {r}");
+    // Page by page with `after`: the same records, none twice, none left out.
+    let first = app.get("/v1/sites/hpc/rejects?limit=1", None).await.json();
+    assert_eq!(first["rejects"][0], rejects[0]);
+    let next = first["next"].as_i64().unwrap();
+    assert_eq!(next, rejects[0]["id"].as_i64().unwrap());
+    let second = app
+        .get(&format!("/v1/sites/hpc/rejects?limit=1&after={next}"), None)
+        .await
+        .json();
+    assert_eq!(second["rejects"][0], rejects[1]);
+    let after = second["next"].as_i64().unwrap();
+    let third = app
+        .get(
+            &format!("/v1/sites/hpc/rejects?limit=1&after={after}"),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(
+        (third["rejects"].as_array().unwrap().len(), &third["next"]),
+        (0, &Value::Null)
+    );
     app.get("/v1/sites/hpc/rejects?limit=0", None)
         .await
         .invalid(&["limit"]);
+    app.get("/v1/sites/hpc/rejects?after=-1", None)
+        .await
+        .invalid(&["after"]);
     app.get("/v1/sites/nowhere/rejects", None)
         .await
         .problem(404);

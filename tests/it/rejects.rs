@@ -80,7 +80,7 @@ impl StoreTask for Story {
                 }
             }
         }
-        let kept = store.rejects(site.id, 100).await.unwrap();
+        let kept = store.rejects(site.id, 0, 100).await.unwrap();
         let raws: Vec<&str> = kept.iter().map(|r| r.raw.as_str()).collect();
         assert_eq!(kept.len(), 2, "{raws:?}");
         assert!(
@@ -110,7 +110,7 @@ impl StoreTask for Story {
         assert_eq!(report("job 7: {\"job_state\":\"?\"}").await, (1, 1));
         assert_eq!(report("job 7: {\"job_state\":\"?\"}").await, (1, 0));
         assert_eq!(report("job 8: {\"job_state\":\"?\"}").await, (1, 1));
-        let kept = store.rejects(site.id, 100).await.unwrap();
+        let kept = store.rejects(site.id, 0, 100).await.unwrap();
         let slurm: Vec<&str> = kept
             .iter()
             .filter(|r| r.source == "slurm")

@@ -221,7 +221,7 @@ async fn sacct_story<S: Store>(store: &S, jobs: &Jobs) {
     assert!(log.iter().any(|p| p.records > 0), "{log:?}");
     assert_matches_slurm(store, &site, &shared, jobs).await;
     assert!(
-        store.rejects(site.id, 10).await.unwrap().is_empty(),
+        store.rejects(site.id, 0, 10).await.unwrap().is_empty(),
         "sacct's output reads whole"
     );
     let health = state_of(store, &site, "sacct").await.unwrap();
@@ -267,7 +267,7 @@ async fn sacct_story<S: Store>(store: &S, jobs: &Jobs) {
     // stored_jobs fails on a job stored twice; the store's own ids show no re-insert.
     let after = mine(stored_jobs(store, &site).await);
     assert_eq!(after, before);
-    assert!(store.rejects(site.id, 10).await.unwrap().is_empty());
+    assert!(store.rejects(site.id, 0, 10).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 use futures_util::TryStreamExt;
 use qbets::service::ingest::{SourceTask, run_source};
 use qbets::service::{Predictors, SystemClock};
-use qbets::sources::Source;
 use qbets::sources::pbs::PbsFollower;
 use qbets::sources::sge::SgeFollower;
 use qbets::sources::slurm_poll::SlurmRestPoller;
 use qbets::sources::slurm_rest::{
     ApiVersion, ClientConfig, JobSubmission, SlurmJob, SlurmRestClient,
 };
+use qbets::sources::{JobRecord, Source};
 use qbets::store::{
     Job, JobState, NewSite, PgStore, Site, SiteKind, SourceState, Store, StoreTask, stream_jobs,
     with_store,
@@ -235,7 +235,7 @@ async fn pbs_story<S: Store>(store: &S) {
         ),
         (t, Some(t + 10), Some(t + 100), Some(2), Some(1800))
     );
-    let rejects = store.rejects(site.id, 10).await.unwrap();
+    let rejects = store.rejects(site.id, 0, 10).await.unwrap();
     assert_eq!(rejects.len(), 1, "{rejects:?}");
     assert_eq!(rejects[0].line, Some(4));
     assert!(rejects[0].raw.contains("20240101:4"), "{rejects:?}");
@@ -265,7 +265,7 @@ async fn pbs_story<S: Store>(store: &S) {
     assert_eq!(jobs.keys().collect::<Vec<_>>(), ["1.pbs", "2.pbs", "3.pbs"]);
     assert_eq!(jobs["2.pbs"].1.end_time, Some(t + 900));
     assert_eq!(
-        store.rejects(site.id, 10).await.unwrap().len(),
+        store.rejects(site.id, 0, 10).await.unwrap().len(),
         1,
         "nothing read twice"
     );
@@ -339,7 +339,7 @@ async fn sge_story<S: Store>(store: &S) {
         ),
         (t + 100, Some(t + 100), Some(t + 160), Some(4), Some(600))
     );
-    let rejects = store.rejects(site.id, 10).await.unwrap();
+    let rejects = store.rejects(site.id, 0, 10).await.unwrap();
     assert_eq!(rejects.len(), 1);
     assert_eq!(rejects[0].line, Some(4));
 }
@@ -541,9 +541,61 @@ async fn slurm_outage_story<S: Store>(store: &S) {
         .unwrap_or_else(|e| panic!("slurmrestd: {e}"));
     let restd = PrivateRestd::start();
     let site = live_site(store, "slurm").await;
+    // Two jobs stored as open that Slurm does not hold (they left it while the service
+    // was away, longer than MinJobAge): the first whole listing closes them.
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+        - 3600;
+    let stale = |id: &str, start: Option<i64>| JobRecord {
+        job_id: id.into(),
+        queue: "debug".into(),
+        submit_time: t,
+        start_time: start,
+        end_time: None,
+        nodes: Some(1),
+        walltime_s: Some(600),
+        state: if start.is_some() {
+            JobState::Running
+        } else {
+            JobState::Pending
+        },
+    };
+    qbets::service::ingest::ingest(
+        store,
+        &Predictors::new(),
+        &site,
+        "earlier",
+        &[stale("900000001", None), stale("900000002", Some(t + 60))],
+        &[],
+        t + 120,
+    )
+    .await
+    .unwrap();
     let poller =
         SlurmRestPoller::new(&client_config(&restd.url()), Duration::from_millis(500)).unwrap();
     let run = Running::start(store, &site, poller);
+    let closed = eventually("jobs Slurm no longer holds are closed", || async {
+        let jobs = stored_jobs(store, &site).await;
+        let (a, b) = (&jobs["900000001"].1, &jobs["900000002"].1);
+        match (a.end_time, b.end_time) {
+            (Some(_), Some(_)) => Ok((a.clone(), b.clone())),
+            _ => Err(format!("{a:?} {b:?}")),
+        }
+    })
+    .await;
+    assert_eq!(
+        (closed.0.state, closed.0.start_time),
+        (JobState::Cancelled, None),
+        "{closed:?}"
+    );
+    assert_eq!(
+        (closed.1.state, closed.1.start_time),
+        (JobState::Unknown, Some(t + 60)),
+        "{closed:?}"
+    );
+    assert!(closed.0.end_time.unwrap() > t + 120, "{closed:?}");
 
     let tag = run_tag();
     let ids = submit_jobs(&shared, &tag, 30, 4).await;
@@ -625,7 +677,7 @@ async fn slurm_outage_story<S: Store>(store: &S) {
     assert!(health.last_error.is_some(), "the outage stays on record");
     assert_matches_slurm(store, &site, &shared, &ids).await;
     run.stop().await;
-    assert!(store.rejects(site.id, 10).await.unwrap().is_empty());
+    assert!(store.rejects(site.id, 0, 10).await.unwrap().is_empty());
 }
 
 /// The HTTP API on `store`, called in-process.
@@ -740,7 +792,7 @@ async fn requeue_story<S: Store>(store: &S) {
         (requeued.submit_time, None)
     );
     run.stop().await;
-    assert!(store.rejects(site.id, 10).await.unwrap().is_empty());
+    assert!(store.rejects(site.id, 0, 10).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1008,6 +1060,23 @@ impl StoreTask for Configured {
         assert_eq!(archive.kind, SiteKind::Archive);
         let jobs = stored_jobs(&store, &archive).await.len();
         assert!(jobs > 0);
+        // The import went to the store directly; the predictors learnt it (before the
+        // source was recorded as done), not only after a restart.
+        let learnt: u64 = predictors
+            .queues()
+            .iter()
+            .filter(|(s, _)| s == "archive")
+            .map(|(s, q)| {
+                let st = predictors.state(s, q).unwrap().0;
+                st.observed + st.excluded_down
+            })
+            .sum();
+        let started = stored_jobs(&store, &archive)
+            .await
+            .values()
+            .filter(|(_, j)| j.start_time.is_some())
+            .count() as u64;
+        assert_eq!(learnt, started, "{:?}", predictors.queues());
         // The live source goes on: a new line is read while the broken one still fails.
         let mut f = std::fs::OpenOptions::new()
             .append(true)

@@ -525,7 +525,7 @@ async fn story<S: Store>(store: S) {
     ];
     assert_eq!(store.insert_rejects(&rejects).await.unwrap(), 2);
     assert_eq!(store.insert_rejects(&rejects).await.unwrap(), 0);
-    let kept = store.rejects(site.id, 10).await.unwrap();
+    let kept = store.rejects(site.id, 0, 10).await.unwrap();
     assert_eq!(kept.len(), 2);
     assert_eq!(kept[0].line, Some(12));
     assert_eq!(kept[1].reason, "expected 18 fields, found 2");

@@ -296,6 +296,38 @@ async fn covarq_plans_boost_each_reservation_to_p_indep() {
     app.json("POST", "/v1/plans/covarq", None, &bad)
         .await
         .invalid(&["candidates", "reservations[1].nodes"]);
+
+    // One queue twice is not two independent chances (equation 6.1): refused.
+    let mut twice = body.clone();
+    twice["candidates"] = json!([
+        {"site": SITE, "queue": "debug"}, {"site": SITE, "queue": "long"},
+        {"site": SITE, "queue": "debug"}
+    ]);
+    app.json("POST", "/v1/plans/covarq", None, &twice)
+        .await
+        .invalid(&["candidates[2]"]);
+
+    // A start no candidate can reach in time is the request's fault, named, not a 422.
+    let mut past = body.clone();
+    past["reservations"][1]["start_at"] = json!(iso(TEST_NOW - 60));
+    app.json("POST", "/v1/plans/covarq", None, &past)
+        .await
+        .invalid(&["reservations[1].start_at"]);
+
+    // So many candidate submission times that the plan would run for minutes: refused
+    // by its step before any is computed.
+    let mut huge = body.clone();
+    huge["reservations"] = json!(
+        (0..64)
+            .map(|_| json!({"nodes": 1, "walltime": 300, "start_at": iso(TEST_NOW + 99_000)}))
+            .collect::<Vec<_>>()
+    );
+    huge["step"] = json!(1);
+    let p = app
+        .json("POST", "/v1/plans/covarq", None, &huge)
+        .await
+        .invalid(&["step"]);
+    assert!(p.to_string().contains("12672000"), "{p}");
 }
 
 #[tokio::test]

@@ -251,7 +251,16 @@ async fn kill_9_between_submission_and_its_record_then_restart_submits_no_second
         o.before
     );
     assert_eq!(o.remote, o.before, "no second job after the restart");
-    assert_eq!(o.after.state, ReservationState::Submitted, "{:?}", o.after);
+    // Adopted (or submitted), and followed in the same pass: its job may have
+    // started already.
+    assert!(
+        matches!(
+            o.after.state,
+            ReservationState::Submitted | ReservationState::Started
+        ),
+        "{:?}",
+        o.after
+    );
     assert_eq!(o.after.remote_job_id.as_deref(), Some(o.before[0].as_str()));
     assert!(
         o.events
@@ -278,7 +287,16 @@ async fn kill_9_between_planning_and_submission_then_restart_submits_exactly_onc
         "one job after the restart: {:?}",
         o.remote
     );
-    assert_eq!(o.after.state, ReservationState::Submitted, "{:?}", o.after);
+    // Adopted (or submitted), and followed in the same pass: its job may have
+    // started already.
+    assert!(
+        matches!(
+            o.after.state,
+            ReservationState::Submitted | ReservationState::Started
+        ),
+        "{:?}",
+        o.after
+    );
     assert_eq!(o.after.remote_job_id.as_deref(), Some(o.remote[0].as_str()));
     assert!(
         o.events

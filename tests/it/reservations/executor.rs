@@ -222,6 +222,58 @@ async fn crash_after_submission<S: Store>(store: S) {
     );
 }
 
+/// A cancel made while the scheduler could not be reached leaves the remote job
+/// marked; the executor's next pass, with the scheduler back, cancels it.
+async fn unreachable_cancel<S: Store>(store: S) {
+    let subs = submitters();
+    let mut away = local_site();
+    if let Some(qbets::submit::SubmitConfig::SlurmRest(s)) = &mut away.submit {
+        s.url = "http://127.0.0.1:9".into();
+    }
+    let away = Arc::new(Submitters::from_config(&[away]).unwrap());
+    let now = real_now();
+    let clock = FixedClock::at(now);
+    let r = seed(&store, now, now + 900, RunMode::Hold).await;
+    let e = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "e");
+    assert_eq!(e.tick().await.unwrap().submitted, 1);
+    let submitted = reread(&store, &r).await;
+    let job = submitted.remote_job_id.clone().unwrap();
+
+    let refused = cancel(&store, &away, &submitted, now + 1, "test").await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(reread(&store, &r).await.state, ReservationState::Cancelled);
+    let marked: Vec<i64> = store
+        .remote_cleanups()
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.id)
+        .collect();
+    assert_eq!(marked, [r.id]);
+    let alive = slurm(&subs).find(&r.request.uid).await.unwrap();
+    assert!(alive.iter().any(|j| j.ended_at.is_none()), "{alive:?}");
+
+    let report = e.tick().await.unwrap();
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert!(store.remote_cleanups().await.unwrap().is_empty());
+    let ended = cleanup(slurm(&subs), &r.request.uid).await;
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0].state, "CANCELLED");
+    let events = store.reservation_events(r.id).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|ev| ev.reason == format!("remote job {job} cancelled")),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_job_a_cancel_could_not_reach_is_cancelled_on_the_next_pass() {
+    let db = TestDb::fresh().await;
+    on_store!(db.url(), unreachable_cancel);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_between_submission_and_its_record_does_not_submit_twice() {
     let db = TestDb::fresh().await;
