@@ -348,8 +348,26 @@ fn any_duration() -> utoipa::openapi::schema::Schema {
 pub struct BoundsIn {
     /// At most 1000 queries. Each is read on its own: one that is not a query (a
     /// string for `nodes`, a field missing or unknown) gets its own `error`.
-    #[schema(value_type = Vec<BoundQueryIn>)]
+    #[schema(schema_with = any_queries)]
     pub queries: Vec<serde_json::Value>,
+}
+
+/// The queries of `POST /v1/bounds`: any JSON values, each read on its own (the schema
+/// of one must not promise a refusal of the whole call the server does not give).
+fn any_queries() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType};
+    ArrayBuilder::new()
+        .items(
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .description(Some(
+                    "A query, as the BoundQueryIn schema describes. One that is not a valid \
+                     BoundQueryIn gets its own `error`; the others are answered.",
+                )),
+        )
+        .max_items(Some(MAX_BATCH))
+        .build()
+        .into()
 }
 
 object_only!(BoundQueryIn, BoundsIn);

@@ -72,7 +72,7 @@ use error::{ApiError, FieldError, Problem};
         ops::get_metrics,
         ops::get_openapi,
     ),
-    components(schemas(Problem, FieldError, ingest::JobIn)),
+    components(schemas(Problem, FieldError, ingest::JobIn, bounds::BoundQueryIn)),
     tags(
         (name = "sites", description = "Sites, queues and waits"),
         (name = "ingest", description = "Job records pushed by sites, records kept aside, sources' health"),
