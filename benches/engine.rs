@@ -109,9 +109,51 @@ fn deadline(c: &mut Criterion) {
     let q = warmed(config, 100_000, &mut rng);
     let s = shape(&mut rng);
     assert!(q.p.probability(q.t, s, 3600, 0.95).probability.is_some());
+    // Deadlines 60 s apart in turn: each counts a different m, so no answer is the
+    // one computed just before (which a trajectory reuses).
+    let mut k = 0u64;
     c.bench_function("probability (100k history)", |b| {
-        b.iter(|| q.p.probability(q.t, s, 3600, 0.95).probability)
+        b.iter(|| {
+            k = (k + 1) % 64;
+            q.p.probability(q.t, s, 600 + 60 * k, 0.95).probability
+        })
     });
+}
+
+/// A VARQ plan at its largest (100,000 candidate submission times, 30 s apart: about
+/// 35 days ahead) on a queue with a 100k-job history: the work one plan request does,
+/// and, per point, what a CO-VARQ plan's budget of 4,000,000 points costs.
+fn varq_plan(c: &mut Criterion) {
+    use qbets::plan::varq::{self, MAX_POINTS, Mode, VarqRequest};
+    use qbets::service::planning::PredictorOracle;
+    let mut rng = Rng::new(11);
+    let config = Config {
+        features: Features {
+            avail: false,
+            ..Features::ALL
+        },
+        ..Config::default()
+    };
+    let q = warmed(config, 100_000, &mut rng);
+    let oracle = PredictorOracle::new(q.p.clone(), q.t, None);
+    let req = VarqRequest {
+        nodes: 16,
+        walltime_s: 3600,
+        start_at: q.t + MAX_POINTS as i64 * 30,
+        min_probability: 0.9,
+        confidence: 0.95,
+        mode: Mode::Latest,
+        step_s: 30,
+    };
+    let points = varq::plan(&req, q.t, &oracle).expect("a valid request").trajectory.len();
+    assert_eq!(points as u64, MAX_POINTS);
+    let mut group = c.benchmark_group("varq plan");
+    group.throughput(Throughput::Elements(points as u64));
+    group.sample_size(20);
+    group.bench_function("100k points (100k history)", |b| {
+        b.iter(|| varq::plan(&req, q.t, &oracle).map(|r| r.trajectory.len()))
+    });
+    group.finish();
 }
 
 /// The replay alone (trace already in memory): SDSC-BLUE's 243k jobs, every queue on
@@ -167,5 +209,5 @@ fn replay_blue(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, update_and_predict, deadline, replay_blue);
+criterion_group!(benches, update_and_predict, deadline, varq_plan, replay_blue);
 criterion_main!(benches);

@@ -20,8 +20,9 @@ pub const DEFAULT_P_ALL: f64 = 0.90;
 
 /// The most candidate submission times one co-allocation plan may evaluate, over all
 /// its reservations and candidates (each VARQ plan is bounded by
-/// [`super::varq::MAX_POINTS`] on its own; 64 × 64 of those would take minutes).
-pub const MAX_POINTS: u64 = 4_000_000;
+/// [`super::varq::MAX_POINTS`] on its own; 64 × 64 of those would take minutes). About
+/// half a second of one core here (BENCHMARKS.md, "Planning").
+pub const MAX_POINTS: u64 = 10_000_000;
 
 /// P_indep: the probability each of `count` independent reservations needs so that all
 /// hold with probability `p_all`.
