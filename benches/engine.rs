@@ -145,7 +145,10 @@ fn varq_plan(c: &mut Criterion) {
         mode: Mode::Latest,
         step_s: 30,
     };
-    let points = varq::plan(&req, q.t, &oracle).expect("a valid request").trajectory.len();
+    let points = varq::plan(&req, q.t, &oracle)
+        .expect("a valid request")
+        .trajectory
+        .len();
     assert_eq!(points as u64, MAX_POINTS);
     let mut group = c.benchmark_group("varq plan");
     group.throughput(Throughput::Elements(points as u64));
@@ -209,5 +212,11 @@ fn replay_blue(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, update_and_predict, deadline, varq_plan, replay_blue);
+criterion_group!(
+    benches,
+    update_and_predict,
+    deadline,
+    varq_plan,
+    replay_blue
+);
 criterion_main!(benches);

@@ -421,9 +421,14 @@ fn reservation_view(r: Reservation, events: Option<Vec<ReservationEvent>>) -> Re
 /// A token's reservations.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ReservationsOut {
-    /// Newest first.
+    /// Newest first, at most 1000.
     pub reservations: Vec<ReservationView>,
+    /// Whether the token has more (older) reservations than listed.
+    pub truncated: bool,
 }
+
+/// Most reservations `GET /v1/reservations` lists.
+const LIST_LIMIT: usize = 1000;
 
 /// One request of a co-allocation plan.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -903,15 +908,18 @@ pub async fn list_reservations<S: Store>(
     caller: Authorized<Reserve>,
     State(state): State<AppState<S>>,
 ) -> ApiResult<Json<ReservationsOut>> {
-    let list = state
+    let mut list = state
         .store
-        .reservations(Some(&caller.token.name), 1000)
+        .reservations(Some(&caller.token.name), LIST_LIMIT as i64 + 1)
         .await?;
+    let truncated = list.len() > LIST_LIMIT;
+    list.truncate(LIST_LIMIT);
     Ok(Json(ReservationsOut {
         reservations: list
             .into_iter()
             .map(|r| reservation_view(r, None))
             .collect(),
+        truncated,
     }))
 }
 

@@ -606,10 +606,24 @@ impl<S: Store> Executor<S> {
         now: i64,
         report: &mut TickReport,
     ) -> Result<(), ReservationError> {
-        let (Some(sub), Some(job_id)) = (
-            self.submitters.get(&r.request.site),
-            r.remote_job_id.as_deref(),
-        ) else {
+        let Some(job_id) = r.remote_job_id.as_deref() else {
+            return Ok(());
+        };
+        let Some(sub) = self.submitters.get(&r.request.site) else {
+            // The configuration no longer names the site's scheduler: its job cannot
+            // be followed, and the reservation would wait for ever.
+            let t = Transition::new(
+                r.state,
+                ReservationState::Error,
+                now,
+                format!(
+                    "site {} has no submit target any more: remote job {job_id} cannot be followed",
+                    r.request.site
+                ),
+            );
+            if self.store.transition_reservation(r.id, &t).await? {
+                report.advanced += 1;
+            }
             return Ok(());
         };
         let status: Option<RemoteStatus> = sub.status(job_id).await?;

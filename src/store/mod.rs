@@ -635,8 +635,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn insert_jobs(&self, jobs: &[NewJob]) -> impl Future<Output = StoreResult<u64>> + Send;
 
     /// Inserts jobs or updates the stored ones of the same (site, job id) — a pending
-    /// job that starts, a running job that ends. The predicted bound is kept, and so is
-    /// a start or end once seen, unless the record has another submit time: a job
+    /// job that starts, a running job that ends. The predicted bound is kept, and so are
+    /// a start or end once seen and the first known nodes and walltime, unless the
+    /// record has another submit time: a job
     /// submitted anew under its id (Slurm gives a requeued job a new submit time) starts
     /// over, without the earlier submission's start, end and bound. Returns
     /// the stored jobs that were inserted or changed (a record identical to the stored

@@ -31,14 +31,29 @@ macro_rules! job_columns {
 /// submission stays. [`JobChanges::of`] works out the same in Rust.
 macro_rules! job_upsert_set {
     () => {
-        "queue_id = EXCLUDED.queue_id, submit_time = EXCLUDED.submit_time, \
+        concat!("queue_id = EXCLUDED.queue_id, submit_time = EXCLUDED.submit_time, \
          start_time = CASE WHEN jobs.submit_time = EXCLUDED.submit_time \
            THEN COALESCE(EXCLUDED.start_time, jobs.start_time) ELSE EXCLUDED.start_time END, \
          end_time = CASE WHEN jobs.submit_time = EXCLUDED.submit_time \
            THEN COALESCE(EXCLUDED.end_time, jobs.end_time) ELSE EXCLUDED.end_time END, \
          bound_s = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_s END, \
          bound_status = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_status END, \
-         nodes = EXCLUDED.nodes, walltime_s = EXCLUDED.walltime_s, state = EXCLUDED.state "
+         nodes = ", job_kept_size!("nodes"), ", walltime_s = ", job_kept_size!("walltime_s"), ", \
+         state = EXCLUDED.state ")
+    };
+}
+/// A job's size column after an upsert: the first known for the same submission.
+macro_rules! job_kept_size {
+    ($col:literal) => {
+        concat!(
+            "CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN COALESCE(jobs.",
+            $col,
+            ", EXCLUDED.",
+            $col,
+            ") ELSE EXCLUDED.",
+            $col,
+            " END"
+        )
     };
 }
 /// Columns of `api_tokens`.
@@ -54,7 +69,8 @@ macro_rules! reject_columns {
     };
 }
 pub(super) use {
-    job_columns, job_upsert_set, queue_columns, reject_columns, site_columns, token_columns,
+    job_columns, job_kept_size, job_upsert_set, queue_columns, reject_columns, site_columns,
+    token_columns,
 };
 
 #[derive(sqlx::FromRow)]
@@ -251,7 +267,9 @@ pub(super) struct JobChanges {
 impl JobChanges {
     /// Compares each job's last record with `stored` (the stored jobs among the
     /// records', in any order) as `upsert_jobs`' SQL does: a start or end once seen is
-    /// kept, the bound is kept, and a record that leaves the job as it is changes
+    /// kept, the bound and the first known nodes and walltime are kept (a pending
+    /// Slurm job's size may be re-estimated; it was predicted and clustered by the
+    /// first), and a record that leaves the job as it is changes
     /// nothing — unless the record's submit time differs from the stored one: then the
     /// job was submitted anew under the same id (Slurm requeues a job with a new
     /// submit time), and the earlier submission's start, end and bound go with it.
@@ -274,8 +292,10 @@ impl JobChanges {
                 submit_time: r.submit_time,
                 start_time: r.start_time.or(same.and_then(|o| o.start_time)),
                 end_time: r.end_time.or(same.and_then(|o| o.end_time)),
-                nodes: r.nodes,
-                walltime_s: r.walltime_s,
+                // The shape first known for the submission: what it was clustered by
+                // (qbets.md: attributes known at submit time), live and in a rebuild.
+                nodes: same.and_then(|o| o.nodes).or(r.nodes),
+                walltime_s: same.and_then(|o| o.walltime_s).or(r.walltime_s),
                 state: r.state,
                 bound_s: same.and_then(|o| o.bound_s),
                 bound_status: same.and_then(|o| o.bound_status.clone()),

@@ -16,8 +16,8 @@ use super::reservations::{
 };
 use super::rows::{
     JobChanges, JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow,
-    apply_bounds, convert, job_columns, job_upsert_set, last_per_job, now_unix, queue_columns,
-    reject_columns, site_columns, token_columns,
+    apply_bounds, convert, job_columns, job_kept_size, job_upsert_set, last_per_job, now_unix,
+    queue_columns, reject_columns, site_columns, token_columns,
 };
 use super::sources::{source_columns, source_store_methods};
 use super::{
@@ -164,7 +164,8 @@ impl Store for SqliteStore {
                 "WHERE jobs.queue_id IS NOT excluded.queue_id OR jobs.submit_time IS NOT excluded.submit_time \
                     OR jobs.start_time IS NOT COALESCE(excluded.start_time, jobs.start_time) \
                     OR jobs.end_time IS NOT COALESCE(excluded.end_time, jobs.end_time) \
-                    OR jobs.nodes IS NOT excluded.nodes OR jobs.walltime_s IS NOT excluded.walltime_s \
+                    OR jobs.nodes IS NOT ", job_kept_size!("nodes"), " \
+                    OR jobs.walltime_s IS NOT ", job_kept_size!("walltime_s"), " \
                     OR jobs.state IS NOT excluded.state \
                  RETURNING ",
                 job_columns!()

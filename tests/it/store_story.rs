@@ -278,6 +278,25 @@ async fn story<S: Store>(store: S) {
     let changed = store.upsert_jobs(&[fresh, fresh_started]).await.unwrap();
     assert_eq!(changed.len(), 1);
     assert_eq!(changed[0].start_time, Some(2_130));
+    // A size the scheduler re-estimates later (Slurm's pending node count) does not
+    // replace the one the job was predicted and clustered by; an unknown one is filled.
+    let mut resized = job(site.id, normal.id, "n9", 2_100, None);
+    resized.start_time = Some(2_130);
+    resized.state = JobState::Running;
+    resized.nodes = Some(999);
+    assert!(
+        store
+            .upsert_jobs(&[resized.clone()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut sizeless = job(site.id, normal.id, "n11", 2_110, None);
+    sizeless.nodes = None;
+    store.upsert_jobs(&[sizeless.clone()]).await.unwrap();
+    sizeless.nodes = Some(8);
+    let changed = store.upsert_jobs(&[sizeless]).await.unwrap();
+    assert_eq!(changed[0].nodes, Some(8));
 
     // Predicted bounds are written back and read with the window; a job's bound is
     // written once (a late writer does not replace it).

@@ -185,6 +185,7 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
     assert_eq!(list["reservations"].as_array().unwrap().len(), 0);
     let list = app.get("/v1/reservations", Some(&alice)).await.json();
     assert_eq!(list["reservations"][0]["id"], id.as_str());
+    assert_eq!(list["truncated"], false);
     let one = app.get(&uri, Some(&alice)).await.json();
     assert_eq!(one["plan"], made["plan"]);
 

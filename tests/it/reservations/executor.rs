@@ -268,6 +268,38 @@ async fn unreachable_cancel<S: Store>(store: S) {
     );
 }
 
+/// A submitted reservation whose site the configuration no longer names cannot be
+/// followed: it ends in `error`, saying why, instead of waiting for ever.
+async fn site_gone<S: Store>(store: S) {
+    let subs = submitters();
+    let now = real_now();
+    let clock = FixedClock::at(now);
+    let r = seed(&store, now, now + 900, RunMode::Hold).await;
+    let e = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "e");
+    assert_eq!(e.tick().await.unwrap().submitted, 1);
+    let none = Arc::new(Submitters::from_config(&[]).unwrap());
+    let after = Executor::new(store.clone(), none, Arc::new(clock.clone()), "f");
+    after.tick().await.unwrap();
+    let gone = reread(&store, &r).await;
+    assert_eq!(gone.state, ReservationState::Error, "{gone:?}");
+    let events = store.reservation_events(r.id).await.unwrap();
+    assert!(
+        events
+            .last()
+            .unwrap()
+            .reason
+            .contains("no submit target any more"),
+        "{events:?}"
+    );
+    cleanup(slurm(&subs), &r.request.uid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_whose_site_is_no_longer_configured_ends_in_error() {
+    let db = TestDb::fresh().await;
+    on_store!(db.url(), site_gone);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_job_a_cancel_could_not_reach_is_cancelled_on_the_next_pass() {
     let db = TestDb::fresh().await;
