@@ -122,7 +122,7 @@ fn deadline(c: &mut Criterion) {
 
 /// A VARQ plan at its largest (100,000 candidate submission times, 30 s apart: about
 /// 35 days ahead) on a queue with a 100k-job history: the work one plan request does,
-/// and, per point, what a CO-VARQ plan's budget of 4,000,000 points costs.
+/// and, per point, what a CO-VARQ plan's budget of 10,000,000 points costs.
 fn varq_plan(c: &mut Criterion) {
     use qbets::plan::varq::{self, MAX_POINTS, Mode, VarqRequest};
     use qbets::service::planning::PredictorOracle;

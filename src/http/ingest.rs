@@ -501,6 +501,8 @@ pub async fn post_jobs<S: Store>(
         now,
     )
     .await?;
+    // The pusher's news up to now is stored.
+    state.predictors.heard_until(&site, now);
     state
         .store
         .source_succeeded(&SourceProgress {

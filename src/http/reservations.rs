@@ -1116,7 +1116,10 @@ async fn covarq_plan<S: Store>(
                     .saturating_sub(o.now())
                     .max(0)
                     .unsigned_abs();
-                ahead.div_ceil(item.req.step_s.max(1))
+                let points = ahead.div_ceil(item.req.step_s.max(1));
+                // A pair over a plan's own limit is refused unplanned (that candidate
+                // cannot serve it): it costs nothing.
+                if points > varq::MAX_POINTS { 0 } else { points }
             })
         })
         .fold(0, u64::saturating_add);

@@ -274,8 +274,7 @@ pub fn plan(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Replan {
-    /// The planned submission time still meets the probability (latest mode), or is
-    /// still the best (max-probability mode).
+    /// The planned submission time still meets the probability (either mode).
     Keep { probability: f64 },
     /// A new submission time meets the probability.
     Move(VarqPlan),

@@ -144,8 +144,6 @@ pub async fn ingest<S: Store>(
         out.rejects_new = store.insert_rejects(&kept).await?;
     }
     out.rejected = kept.len() as u64;
-    // Everything the source knew at `now` is stored (an empty batch says as much).
-    predictors.heard_until(site, now);
     Ok(out)
 }
 
@@ -357,6 +355,12 @@ async fn poll_once<S: Store, Src: Source>(
     )
     .await
     .map_err(|e| SourceError(format!("store: {e}")))?;
+    // Everything the source knew when the poll began is stored (an empty batch says as
+    // much) — unless it read only part of what it has (a file read in pieces): the
+    // rest may hold starts of jobs still pending here.
+    if !batch.more {
+        predictors.heard_until(site, now);
+    }
     if let Some((at, error)) = unrecorded.take() {
         store
             .source_failed(site.id, name, source.kind(), at, &error)

@@ -126,7 +126,14 @@ pub async fn compute<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stati
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         tokio::sync::Semaphore::new(cores)
     });
-    // The semaphore is never closed, so acquiring only waits.
-    let _slot = slots.acquire().await.ok()?;
-    tokio::task::spawn_blocking(work).await.ok()
+    // The semaphore is never closed, so acquiring only waits. The permit goes with the
+    // work: a request dropped meanwhile (its client gone) does not free the slot of
+    // work that still runs.
+    let slot = slots.acquire().await.ok()?;
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
+    .ok()
 }

@@ -260,7 +260,12 @@ pub struct Executor<S: Store> {
     predictors: Option<Arc<Predictors>>,
     lease_s: i64,
     halt_at: Option<HaltPoint>,
+    /// When remote cleanups are retried next ([`Executor::retry_remote_cleanups`]).
+    next_cleanup: std::sync::atomic::AtomicI64,
 }
+
+/// Seconds between retries of remote jobs still to cancel.
+pub const CLEANUP_EVERY_S: i64 = 60;
 
 impl<S: Store> Executor<S> {
     /// An executor named `id` (unique per replica: it holds leases under that name).
@@ -278,6 +283,7 @@ impl<S: Store> Executor<S> {
             predictors: None,
             lease_s: LEASE_S,
             halt_at: None,
+            next_cleanup: std::sync::atomic::AtomicI64::new(i64::MIN),
         }
     }
 
@@ -345,14 +351,6 @@ impl<S: Store> Executor<S> {
     pub async fn tick(&self) -> Result<TickReport, StoreError> {
         let mut report = TickReport::default();
         self.submit_due(&mut report).await?;
-        // Remote jobs a cancel could not reach before: asked again.
-        for r in self.store.remote_cleanups().await? {
-            if let Err(e) = cancel_remote(&self.store, &self.submitters, &r, self.clock.now()).await
-            {
-                report.errors += 1;
-                tracing::warn!(reservation = %r.request.uid, error = %e, "remote job still to cancel");
-            }
-        }
         let now = self.clock.now();
         for r in self.store.active_reservations().await? {
             let result = match r.state {
@@ -367,7 +365,33 @@ impl<S: Store> Executor<S> {
                 tracing::warn!(reservation = %r.request.uid, error = %e, "reservation step failed");
             }
         }
+        self.retry_remote_cleanups(&mut report).await?;
         Ok(report)
+    }
+
+    /// Remote jobs a cancel could not reach before are asked again, at most once every
+    /// [`CLEANUP_EVERY_S`] (a scheduler that stays down is not asked, nor logged about,
+    /// every pass), last in the pass. Sites without a submit target here are left for a
+    /// replica that has one.
+    async fn retry_remote_cleanups(&self, report: &mut TickReport) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        if now < self.next_cleanup.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
+        self.next_cleanup.store(
+            now.saturating_add(CLEANUP_EVERY_S),
+            std::sync::atomic::Ordering::Release,
+        );
+        for r in self.store.remote_cleanups().await? {
+            if self.submitters.get(&r.request.site).is_none() {
+                continue;
+            }
+            if let Err(e) = cancel_remote(&self.store, &self.submitters, &r, now).await {
+                report.errors += 1;
+                tracing::warn!(reservation = %r.request.uid, error = %e, "remote job still to cancel; retried later");
+            }
+        }
+        Ok(())
     }
 
     /// Claims and submits the reservations due, one claim per submission, each at the
@@ -417,7 +441,13 @@ impl<S: Store> Executor<S> {
         let oracle =
             oracle_for(&self.store, self.predictors.as_deref(), &site, &queue, now).await?;
         let req = request_of(r);
-        let (plan, at_risk, event) = match varq::replan(&req, plan.submit_at, now, &oracle) {
+        let submit_at = plan.submit_at;
+        // Up to `varq::MAX_POINTS` oracle calls: off the runtime, as the API's plans.
+        let replanned =
+            super::planning::compute(move || varq::replan(&req, submit_at, now, &oracle))
+                .await
+                .ok_or_else(|| StoreError::Database("the planner failed".into()))?;
+        let (plan, at_risk, event) = match replanned {
             Replan::Keep { probability } => (
                 PlanFields {
                     probability,
@@ -581,19 +611,23 @@ impl<S: Store> Executor<S> {
                         .as_deref()
                         .is_some_and(|other| other != job_id.as_str())
             });
-            if duplicate {
-                sub.cancel(&job_id).await?;
-                if let Some(x) = now_r {
-                    let note = if x.state == ReservationState::Cancelled {
-                        format!("remote job {job_id} cancelled")
-                    } else {
-                        format!(
-                            "remote job {job_id} cancelled: another executor took the \
-                             reservation over while it was submitted"
-                        )
-                    };
+            match now_r {
+                // Every job carrying the id goes, retried by later passes if the
+                // scheduler cannot be reached now (the cancel's own search may have run
+                // before this job existed).
+                Some(x) if x.state == ReservationState::Cancelled => {
+                    cancel_remote(&self.store, &self.submitters, &x, now).await?;
+                }
+                // Only this one: the other executor's job is the reservation's.
+                Some(x) if duplicate => {
+                    sub.cancel(&job_id).await?;
+                    let note = format!(
+                        "remote job {job_id} cancelled: another executor took the \
+                         reservation over while it was submitted"
+                    );
                     self.store.note_reservation(x.id, now, &note).await?;
                 }
+                _ => {}
             }
         }
         Ok(())
@@ -610,8 +644,13 @@ impl<S: Store> Executor<S> {
             return Ok(());
         };
         let Some(sub) = self.submitters.get(&r.request.site) else {
-            // The configuration no longer names the site's scheduler: its job cannot
-            // be followed, and the reservation would wait for ever.
+            // This replica's configuration does not name the site's scheduler. Another
+            // replica's may (a configuration being rolled out): it decides the outcome
+            // by start_at. Once start_at and a lease have passed undecided, no replica
+            // follows the job, and the reservation would otherwise wait for ever.
+            if now < r.request.start_at.saturating_add(self.lease_s) {
+                return Ok(());
+            }
             let t = Transition::new(
                 r.state,
                 ReservationState::Error,
@@ -646,8 +685,11 @@ impl<S: Store> Executor<S> {
                 ),
                 ReservationState::Succeeded => match remote.ended_at {
                     Some(e) if e < r.request.start_at => format!(
-                        "remote job {job_id} started in time and ended at {} (best effort: its command ran at once)",
-                        super::format_unix(e)
+                        "remote job {job_id} started in time and ended at {}, {} (best effort: its command ran at once)",
+                        super::format_unix(e),
+                        status
+                            .as_ref()
+                            .map_or("state unknown", |s| s.state.as_str())
                     ),
                     _ => format!("remote job {job_id} held its nodes at start_at"),
                 },

@@ -14,7 +14,9 @@ use axum::http::{Request, header};
 use http_body_util::BodyExt;
 use qbets::plan::lifecycle::{ReservationState, RunMode};
 use qbets::plan::varq::Mode;
-use qbets::service::reservations::{Executor, LEASE_S, Submitters, cancel, new_uid};
+use qbets::service::reservations::{
+    CLEANUP_EVERY_S, Executor, LEASE_S, Submitters, cancel, new_uid,
+};
 use qbets::service::{AppState, FixedClock, Predictors, SystemClock, tokens};
 use qbets::sources::slurm_rest::{ClientConfig, JobSubmission, SlurmRestClient};
 use qbets::store::{
@@ -253,6 +255,10 @@ async fn unreachable_cancel<S: Store>(store: S) {
     let alive = slurm(&subs).find(&r.request.uid).await.unwrap();
     assert!(alive.iter().any(|j| j.ended_at.is_none()), "{alive:?}");
 
+    // Not asked again at every pass: once a minute.
+    e.tick().await.unwrap();
+    assert_eq!(store.remote_cleanups().await.unwrap().len(), 1);
+    clock.set(now + CLEANUP_EVERY_S);
     let report = e.tick().await.unwrap();
     assert_eq!(report.errors, 0, "{report:?}");
     assert!(store.remote_cleanups().await.unwrap().is_empty());
@@ -279,6 +285,10 @@ async fn site_gone<S: Store>(store: S) {
     assert_eq!(e.tick().await.unwrap().submitted, 1);
     let none = Arc::new(Submitters::from_config(&[]).unwrap());
     let after = Executor::new(store.clone(), none, Arc::new(clock.clone()), "f");
+    // Before start_at another replica may still follow it: left alone.
+    after.tick().await.unwrap();
+    assert!(!reread(&store, &r).await.state.is_final());
+    clock.set(now + 900 + LEASE_S);
     after.tick().await.unwrap();
     let gone = reread(&store, &r).await;
     assert_eq!(gone.state, ReservationState::Error, "{gone:?}");
