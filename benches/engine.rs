@@ -95,18 +95,21 @@ fn update_and_predict(c: &mut Criterion) {
     group.finish();
 }
 
-fn deadline(c: &mut Criterion) {
-    let mut rng = Rng::new(7);
-    // Without availability inference, so that the query computes an answer whatever
-    // the synthetic queue's state at its last instant.
-    let config = Config {
+/// The full system without availability inference, so that a query computes an
+/// answer whatever the synthetic queue's state at its last instant.
+fn always_up() -> Config {
+    Config {
         features: Features {
             avail: false,
             ..Features::ALL
         },
         ..Config::default()
-    };
-    let q = warmed(config, 100_000, &mut rng);
+    }
+}
+
+fn deadline(c: &mut Criterion) {
+    let mut rng = Rng::new(7);
+    let q = warmed(always_up(), 100_000, &mut rng);
     let s = shape(&mut rng);
     assert!(q.p.probability(q.t, s, 3600, 0.95).probability.is_some());
     // Deadlines 60 s apart in turn: each counts a different m, so no answer is the
@@ -127,14 +130,7 @@ fn varq_plan(c: &mut Criterion) {
     use qbets::plan::varq::{self, MAX_POINTS, Mode, VarqRequest};
     use qbets::service::planning::PredictorOracle;
     let mut rng = Rng::new(11);
-    let config = Config {
-        features: Features {
-            avail: false,
-            ..Features::ALL
-        },
-        ..Config::default()
-    };
-    let q = warmed(config, 100_000, &mut rng);
+    let q = warmed(always_up(), 100_000, &mut rng);
     let oracle = PredictorOracle::new(q.p.clone(), q.t, None);
     let req = VarqRequest {
         nodes: 16,

@@ -169,8 +169,7 @@ export function fmtPercent(p, digits = 0) {
  * it never claims more than it is (0.949 is "94.9 %", 0.9999 is "99.9 %", not 100).
  */
 export function fmtPercentAtLeast(p) {
-  if (p === null || p === undefined || !Number.isFinite(Number(p))) return "—";
-  return `${(Math.floor(Number(p) * 1000) / 10).toFixed(1)} %`;
+  return fmtPercent(p === null || p === undefined ? p : Math.floor(Number(p) * 1000) / 1000, 1);
 }
 
 export function fmtCount(n) {

@@ -51,7 +51,7 @@ function durationSplits(_u, _axis, min, max) {
  * values equal to one nice value, say every wait 1 s, would make a range of one point
  * and a log axis that places nothing).
  */
-export function durationRange(_u, min, max) {
+function durationRange(_u, min, max) {
   const lo = [...NICE_S].reverse().find((s) => s <= Math.max(1, min)) ?? 1;
   let hi = NICE_S.find((s) => s >= max) ?? max * 2;
   if (hi <= lo) hi = NICE_S.find((s) => s > lo) ?? lo * 10;

@@ -1110,15 +1110,9 @@ async fn covarq_plan<S: Store>(
         .iter()
         .flat_map(|item| {
             oracles.iter().map(|o| {
-                let ahead = item
-                    .req
-                    .start_at
-                    .saturating_sub(o.now())
-                    .max(0)
-                    .unsigned_abs();
-                let points = ahead.div_ceil(item.req.step_s.max(1));
                 // A pair over a plan's own limit is refused unplanned (that candidate
                 // cannot serve it): it costs nothing.
+                let points = item.req.points(o.now());
                 if points > varq::MAX_POINTS { 0 } else { points }
             })
         })

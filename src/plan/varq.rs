@@ -53,6 +53,15 @@ pub struct VarqRequest {
 }
 
 impl VarqRequest {
+    /// How many candidate submission times a plan made at `now` evaluates (none when
+    /// start_at is not after `now`).
+    pub fn points(&self, now: i64) -> u64 {
+        if self.start_at <= now {
+            return 0;
+        }
+        self.start_at.abs_diff(now).div_ceil(self.step_s.max(1))
+    }
+
     /// Checks every field; returns all the faults, each naming its field.
     pub fn validate(&self, now: i64) -> Result<(), Vec<FieldError>> {
         let mut errs = Vec::new();
@@ -85,7 +94,7 @@ impl VarqRequest {
                 format!("must be after the site's present, {}", present()),
             ));
         } else if self.step_s > 0 {
-            let points = (self.start_at - now).unsigned_abs().div_ceil(self.step_s);
+            let points = self.points(now);
             if points > MAX_POINTS {
                 errs.push(FieldError::new(
                     "start_at",

@@ -158,8 +158,10 @@ fn reject_of(site: &Site, source: &str, r: &JobRecord, reason: String, now: i64)
     }
 }
 
-/// The records closing `site`'s stored jobs that a whole listing taken at `now` no
-/// longer holds ([`close_unlisted`]).
+/// Records closing `site`'s stored open jobs (pending or running) that a whole listing
+/// taken at `now` no longer holds: one never seen to start departed unstarted
+/// (cancelled) by `now`; one seen running ended by `now`, how is unknown. Jobs submitted
+/// at or after `now` are left alone (the listing could not have held them).
 async fn unlisted<S: Store>(
     store: &S,
     site: &Site,
@@ -167,10 +169,11 @@ async fn unlisted<S: Store>(
     now: i64,
 ) -> Result<Vec<JobRecord>, StoreError> {
     let open = store.open_jobs(site.id).await?;
-    if !open
+    let gone: Vec<&Job> = open
         .iter()
-        .any(|j| j.submit_time < now && !listed.contains(&j.job_id))
-    {
+        .filter(|j| j.submit_time < now && !listed.contains(&j.job_id))
+        .collect();
+    if gone.is_empty() {
         return Ok(Vec::new());
     }
     let names: HashMap<i64, String> = store
@@ -179,30 +182,12 @@ async fn unlisted<S: Store>(
         .into_iter()
         .map(|q| (q.queue.id, q.queue.name))
         .collect();
-    Ok(close_unlisted(
-        &open,
-        |j| names.get(&j.queue_id).cloned(),
-        listed,
-        now,
-    ))
-}
-
-/// Records closing the stored `open` jobs (not ended) that a whole listing taken at
-/// `now` no longer holds: one never seen to start departed unstarted (cancelled) by
-/// `now`; one seen running ended by `now`, how is unknown. Jobs submitted at or after
-/// `now` are left alone (the listing could not have held them).
-pub fn close_unlisted(
-    open: &[Job],
-    queue_of: impl Fn(&Job) -> Option<String>,
-    listed: &HashSet<String>,
-    now: i64,
-) -> Vec<JobRecord> {
-    open.iter()
-        .filter(|j| j.end_time.is_none() && j.submit_time < now && !listed.contains(&j.job_id))
+    Ok(gone
+        .into_iter()
         .filter_map(|j| {
             Some(JobRecord {
                 job_id: j.job_id.clone(),
-                queue: queue_of(j)?,
+                queue: names.get(&j.queue_id)?.clone(),
                 submit_time: j.submit_time,
                 start_time: j.start_time,
                 end_time: Some(now.max(j.start_time.unwrap_or(j.submit_time))),
@@ -215,7 +200,7 @@ pub fn close_unlisted(
                 },
             })
         })
-        .collect()
+        .collect())
 }
 
 /// Back-off after `failures` consecutive failed polls: the interval doubled per
@@ -547,15 +532,12 @@ async fn import_swf_once<S: Store>(
             .map_or(0, |d| d.as_secs());
         format!("{} bytes, modified {mtime}", m.len())
     });
-    let known = match store.site(site).await {
-        Ok(Some(s)) => store
-            .source_state(s.id, "swf")
-            .await
-            .ok()
-            .flatten()
-            .and_then(|st| st.cursor),
-        _ => None,
-    };
+    let known = store
+        .source_state(site_row.id, "swf")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|st| st.cursor);
     if fingerprint.is_some() && known == fingerprint {
         tracing::info!(site, path = %path.display(), "SWF trace already imported");
         return;
@@ -563,9 +545,9 @@ async fn import_swf_once<S: Store>(
     // A failure is also recorded as the source's last error, where `…/ingest` shows it.
     let failed = |error: String| async move {
         tracing::error!(site, path = %path.display(), error = %error, "SWF import failed");
-        if let Ok(Some(st)) = store.site(site).await {
-            let _ = store.source_failed(st.id, "swf", "swf", now, &error).await;
-        }
+        let _ = store
+            .source_failed(site_row.id, "swf", "swf", now, &error)
+            .await;
     };
     let p = path.to_path_buf();
     let trace = match tokio::task::spawn_blocking(move || crate::trace::swf::read_file(&p)).await {
@@ -604,22 +586,20 @@ async fn import_swf_once<S: Store>(
                     }
                 }
             }
-            if let Ok(Some(st)) = store.site(site).await {
-                let done = store
-                    .source_succeeded(&SourceProgress {
-                        site_id: st.id,
-                        source: "swf".into(),
-                        kind: "swf".into(),
-                        cursor: fingerprint,
-                        at: now,
-                        accepted: s.inserted as i64,
-                        rejected: s.rejects_new as i64,
-                        last_record_at: None,
-                    })
-                    .await;
-                if let Err(e) = done {
-                    tracing::warn!(site, error = %e, "cannot record the SWF import");
-                }
+            let done = store
+                .source_succeeded(&SourceProgress {
+                    site_id: site_row.id,
+                    source: "swf".into(),
+                    kind: "swf".into(),
+                    cursor: fingerprint,
+                    at: now,
+                    accepted: s.inserted as i64,
+                    rejected: s.rejects_new as i64,
+                    last_record_at: None,
+                })
+                .await;
+            if let Err(e) = done {
+                tracing::warn!(site, error = %e, "cannot record the SWF import");
             }
         }
         Err(e) => failed(e.to_string()).await,

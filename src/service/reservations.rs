@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use crate::config::SiteConfig;
@@ -261,7 +262,7 @@ pub struct Executor<S: Store> {
     lease_s: i64,
     halt_at: Option<HaltPoint>,
     /// When remote cleanups are retried next ([`Executor::retry_remote_cleanups`]).
-    next_cleanup: std::sync::atomic::AtomicI64,
+    next_cleanup: AtomicI64,
 }
 
 /// Seconds between retries of remote jobs still to cancel.
@@ -283,7 +284,7 @@ impl<S: Store> Executor<S> {
             predictors: None,
             lease_s: LEASE_S,
             halt_at: None,
-            next_cleanup: std::sync::atomic::AtomicI64::new(i64::MIN),
+            next_cleanup: AtomicI64::new(i64::MIN),
         }
     }
 
@@ -375,17 +376,12 @@ impl<S: Store> Executor<S> {
     /// replica that has one.
     async fn retry_remote_cleanups(&self, report: &mut TickReport) -> Result<(), StoreError> {
         let now = self.clock.now();
-        if now < self.next_cleanup.load(std::sync::atomic::Ordering::Acquire) {
+        if now < self.next_cleanup.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.next_cleanup.store(
-            now.saturating_add(CLEANUP_EVERY_S),
-            std::sync::atomic::Ordering::Release,
-        );
+        self.next_cleanup
+            .store(now.saturating_add(CLEANUP_EVERY_S), Ordering::Release);
         for r in self.store.remote_cleanups().await? {
-            if self.submitters.get(&r.request.site).is_none() {
-                continue;
-            }
             if let Err(e) = cancel_remote(&self.store, &self.submitters, &r, now).await {
                 report.errors += 1;
                 tracing::warn!(reservation = %r.request.uid, error = %e, "remote job still to cancel; retried later");
@@ -604,14 +600,7 @@ impl<S: Store> Executor<S> {
             // recorded a job of its own: this one must not stay. (An executor that took
             // the lease over and has recorded nothing yet may be adopting this very
             // job, found by the reservation's id: it stays.)
-            let now_r = self.store.reservation(&r.request.uid).await?;
-            let duplicate = now_r.as_ref().is_some_and(|x| {
-                x.state == ReservationState::Cancelled
-                    || x.remote_job_id
-                        .as_deref()
-                        .is_some_and(|other| other != job_id.as_str())
-            });
-            match now_r {
+            match self.store.reservation(&r.request.uid).await? {
                 // Every job carrying the id goes, retried by later passes if the
                 // scheduler cannot be reached now (the cancel's own search may have run
                 // before this job existed).
@@ -619,7 +608,11 @@ impl<S: Store> Executor<S> {
                     cancel_remote(&self.store, &self.submitters, &x, now).await?;
                 }
                 // Only this one: the other executor's job is the reservation's.
-                Some(x) if duplicate => {
+                Some(x)
+                    if x.remote_job_id
+                        .as_deref()
+                        .is_some_and(|other| other != job_id.as_str()) =>
+                {
                     sub.cancel(&job_id).await?;
                     let note = format!(
                         "remote job {job_id} cancelled: another executor took the \

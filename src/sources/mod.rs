@@ -104,7 +104,7 @@ pub struct Batch {
     /// list): the ids it listed, rejected ones included. A stored job still open
     /// (pending or running) that is not among them has left the scheduler while this
     /// service did not see it go (it keeps ended jobs only `MinJobAge` seconds), and
-    /// is closed (`crate::service::ingest::close_unlisted`) instead of staying pending
+    /// is closed by the poller (`crate::service::ingest`) instead of staying pending
     /// for ever.
     pub listed: Option<std::collections::HashSet<String>>,
 }

@@ -247,6 +247,26 @@ async fn live_batch_queue<S: Store>(store: &S, name: &str) -> (Site, Queue) {
     (site, queue)
 }
 
+/// A one-node, ten-minute job of `queue` as a live sensor reports it: pending until
+/// it has a start, running after.
+fn one_node(site: &Site, queue: &Queue, id: &str, submit: i64, start: Option<i64>) -> NewJob {
+    NewJob {
+        site_id: site.id,
+        queue_id: queue.id,
+        job_id: id.into(),
+        submit_time: submit,
+        start_time: start,
+        end_time: None,
+        nodes: Some(1),
+        walltime_s: Some(600),
+        state: if start.is_some() {
+            JobState::Running
+        } else {
+            JobState::Pending
+        },
+    }
+}
+
 /// A live queue fed through the ingest path — each job first seen pending, its start
 /// reported later, some reported twice, one cancelled while pending — ends in the
 /// state a rebuild from the same stored jobs reaches, and every job has its bound at
@@ -376,20 +396,8 @@ impl StoreTask for Requeue {
         let t0 = 1_700_000_000;
         let clock = FixedClock::at(t0);
         let live = Predictors::new().with_clock(Arc::new(clock.clone()));
-        let job = |id: &str, submit: i64, start: Option<i64>| NewJob {
-            site_id: site.id,
-            queue_id: queue.id,
-            job_id: id.into(),
-            submit_time: t0 + submit,
-            start_time: start.map(|s| t0 + s),
-            end_time: None,
-            nodes: Some(1),
-            walltime_s: Some(600),
-            state: if start.is_some() {
-                JobState::Running
-            } else {
-                JobState::Pending
-            },
+        let job = |id: &str, submit: i64, start: Option<i64>| {
+            one_node(&site, &queue, id, t0 + submit, start.map(|s| t0 + s))
         };
         let poll = |at: i64, batch: Vec<NewJob>| {
             clock.set(t0 + at);
@@ -465,20 +473,8 @@ impl StoreTask for NoNewsNoExceedance {
         let t0 = 1_700_000_000;
         let clock = FixedClock::at(t0);
         let live = Predictors::new().with_clock(Arc::new(clock.clone()));
-        let job = |k: i64, start: Option<i64>| NewJob {
-            site_id: site.id,
-            queue_id: queue.id,
-            job_id: format!("j{k}"),
-            submit_time: t0 + 60 * k,
-            start_time: start,
-            end_time: None,
-            nodes: Some(1),
-            walltime_s: Some(600),
-            state: if start.is_some() {
-                JobState::Running
-            } else {
-                JobState::Pending
-            },
+        let job = |k: i64, start: Option<i64>| {
+            one_node(&site, &queue, &format!("j{k}"), t0 + 60 * k, start)
         };
         // 200 jobs that each waited 20–50 s: a bound well under 5 minutes.
         let history: Vec<NewJob> = (0..200)

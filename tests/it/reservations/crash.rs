@@ -239,6 +239,18 @@ async fn killed_at<S: Store>(store: S, url: String, halt_at: &'static str) -> Ou
     }
 }
 
+/// Adopted (or submitted), and followed in the same pass: its job may have started
+/// already.
+fn assert_submitted(after: &Reservation) {
+    assert!(
+        matches!(
+            after.state,
+            ReservationState::Submitted | ReservationState::Started
+        ),
+        "{after:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_between_submission_and_its_record_then_restart_submits_no_second_job() {
     let db = TestDb::fresh().await;
@@ -251,16 +263,7 @@ async fn kill_9_between_submission_and_its_record_then_restart_submits_no_second
         o.before
     );
     assert_eq!(o.remote, o.before, "no second job after the restart");
-    // Adopted (or submitted), and followed in the same pass: its job may have
-    // started already.
-    assert!(
-        matches!(
-            o.after.state,
-            ReservationState::Submitted | ReservationState::Started
-        ),
-        "{:?}",
-        o.after
-    );
+    assert_submitted(&o.after);
     assert_eq!(o.after.remote_job_id.as_deref(), Some(o.before[0].as_str()));
     assert!(
         o.events
@@ -287,16 +290,7 @@ async fn kill_9_between_planning_and_submission_then_restart_submits_exactly_onc
         "one job after the restart: {:?}",
         o.remote
     );
-    // Adopted (or submitted), and followed in the same pass: its job may have
-    // started already.
-    assert!(
-        matches!(
-            o.after.state,
-            ReservationState::Submitted | ReservationState::Started
-        ),
-        "{:?}",
-        o.after
-    );
+    assert_submitted(&o.after);
     assert_eq!(o.after.remote_job_id.as_deref(), Some(o.remote[0].as_str()));
     assert!(
         o.events

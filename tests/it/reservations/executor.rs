@@ -224,20 +224,29 @@ async fn crash_after_submission<S: Store>(store: S) {
     );
 }
 
+/// A reservation due now (start_at 900 s later) that executor "e", on a clock fixed at
+/// now, has submitted to the local Slurm.
+async fn one_submitted<S: Store>(
+    store: &S,
+) -> (Arc<Submitters>, i64, FixedClock, Reservation, Executor<S>) {
+    let subs = submitters();
+    let now = real_now();
+    let clock = FixedClock::at(now);
+    let r = seed(store, now, now + 900, RunMode::Hold).await;
+    let e = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "e");
+    assert_eq!(e.tick().await.unwrap().submitted, 1);
+    (subs, now, clock, r, e)
+}
+
 /// A cancel made while the scheduler could not be reached leaves the remote job
 /// marked; the executor's next pass, with the scheduler back, cancels it.
 async fn unreachable_cancel<S: Store>(store: S) {
-    let subs = submitters();
     let mut away = local_site();
     if let Some(qbets::submit::SubmitConfig::SlurmRest(s)) = &mut away.submit {
         s.url = "http://127.0.0.1:9".into();
     }
     let away = Arc::new(Submitters::from_config(&[away]).unwrap());
-    let now = real_now();
-    let clock = FixedClock::at(now);
-    let r = seed(&store, now, now + 900, RunMode::Hold).await;
-    let e = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "e");
-    assert_eq!(e.tick().await.unwrap().submitted, 1);
+    let (subs, now, clock, r, e) = one_submitted(&store).await;
     let submitted = reread(&store, &r).await;
     let job = submitted.remote_job_id.clone().unwrap();
 
@@ -277,12 +286,7 @@ async fn unreachable_cancel<S: Store>(store: S) {
 /// A submitted reservation whose site the configuration no longer names cannot be
 /// followed: it ends in `error`, saying why, instead of waiting for ever.
 async fn site_gone<S: Store>(store: S) {
-    let subs = submitters();
-    let now = real_now();
-    let clock = FixedClock::at(now);
-    let r = seed(&store, now, now + 900, RunMode::Hold).await;
-    let e = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "e");
-    assert_eq!(e.tick().await.unwrap().submitted, 1);
+    let (subs, now, clock, r, _) = one_submitted(&store).await;
     let none = Arc::new(Submitters::from_config(&[]).unwrap());
     let after = Executor::new(store.clone(), none, Arc::new(clock.clone()), "f");
     // Before start_at another replica may still follow it: left alone.
