@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod demo;
+mod feed;
 pub mod import;
 pub mod ingest;
 pub mod metrics;

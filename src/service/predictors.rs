@@ -22,7 +22,7 @@
 //!
 //! [`Predictors::rebuild`] walks every stored job of a queue in the store's rebuild
 //! order (submit time, then store id — the trace's order for an import) and hands the
-//! predictor the event stream of qbets.md §6 ([`event_stream`]), exactly as
+//! predictor the event stream of qbets.md §6 ([`crate::engine::event_stream`]), exactly as
 //! `qbets replay` does: for the same jobs the predictor ends in the replay's final
 //! state. Jobs that never started are left out, as the replay leaves them out, except
 //! on a live site the ones still waiting (they are pending: censored waits, §7). At
@@ -30,30 +30,41 @@
 //! and written back to the store ([`Store::set_bounds`]) when not stored yet.
 //!
 //! [`Predictors::ingest`] is the ingest path: it upserts records and hands the
-//! predictors what changed ([`Predictors::observe`]): a new job is an arrival (and a
+//! predictors what changed: a new job is an arrival (and a
 //! start, when it has started), a pending job that started is a start, a pending job
 //! that ended without starting is a departure. The store hands over what changed
 //! before it writes ([`Store::ingest_jobs`]), so a new job is written once, with its
 //! bound at submission.
 //!
+//! A batch that tells a queue's predictor of something *before* what it was told last
+//! — a PBS `S` record names a submission made before starts already heard of, an SGE
+//! line arrives only when its job ends — cannot be fed on top: the replay would have
+//! seen those events earlier. The predictor is wound back to a copy from before them
+//! and handed the events since again, in the replay's order (`feed`); bounds at
+//! submission the late news changed are written again. News later than the copy
+//! reaches makes the queue's predictor be built again from the store once the batch is
+//! written, keeping a copy far enough back from then on. So live answers stay the
+//! replay's for the same stored records. One site's batches are fed one at a time.
+//!
 //! Engine configuration: the replay's default (`--features all`, binomial method).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use futures_util::TryStreamExt;
 
 use crate::engine::{
-    BoundAnswer, ClusterInfo, Config as EngineConfig, EventKind, JobRecord, JobShape,
-    ProbabilityAnswer, QueuePredictor, QueueState, event_stream,
+    BoundAnswer, ClusterInfo, Config as EngineConfig, JobRecord, JobShape, ProbabilityAnswer,
+    QueuePredictor, QueueState,
 };
 use crate::store::{
     Job, JobBound, JobState, NewJob, Queue, REBUILD_PAGE, Site, SiteKind, Store, StoreResult,
     stream_jobs,
 };
 
+use super::feed::{Fed, Feeder, Handed, events_of};
 use super::{Clock, SystemClock};
 
 /// The quantile and confidence of the bound recorded at each job's submission.
@@ -75,6 +86,11 @@ pub struct QueueSlot {
     pub last_event: Option<i64>,
     /// Jobs the predictor holds as pending (arrived, not started).
     pub pending: usize,
+    /// Batches that reached back before what it had been told, since start-up: wound
+    /// back to a copy and handed again what came after...
+    pub rewinds: u64,
+    /// ... or, too late for the copy, built again from the store.
+    pub rebuilds: u64,
 }
 
 /// How a rebuild went, for the start-up log line.
@@ -109,7 +125,7 @@ const NEVER: i64 = i64::MIN;
 /// A queue's predictor and what the ingest path needs to know about its jobs.
 #[derive(Debug)]
 struct Live {
-    predictor: QueuePredictor,
+    feeder: Feeder,
     /// Jobs arrived and not started, by the scheduler's job id (unique in the site, and
     /// the same whatever id the store gives): their submit time and shape as the
     /// predictor was told (a start or departure must name the same).
@@ -125,8 +141,10 @@ struct Live {
 impl Live {
     fn new(config: &EngineConfig) -> Self {
         Self {
-            predictor: QueuePredictor::new(config.clone())
-                .expect("the default engine configuration is valid"),
+            feeder: Feeder::new(
+                QueuePredictor::new(config.clone())
+                    .expect("the default engine configuration is valid"),
+            ),
             pending: HashMap::new(),
             recent: HashMap::new(),
             recent_order: VecDeque::new(),
@@ -160,15 +178,23 @@ impl Live {
     }
 }
 
-/// One queue: its predictor under a lock, and how far it has been advanced (read
-/// without the lock, so an answer at an instant already reached takes the read lock
+/// One queue: its predictor under a lock, and how far it has been advanced (checked
+/// under the read lock, so an answer at an instant already reached takes the read lock
 /// only).
 #[derive(Debug)]
 struct QueueEntry {
     live: RwLock<Live>,
     advanced_to: AtomicI64,
     limits: RwLock<QueueLimits>,
+    /// Handed a batch too late to wind back for: to be built again from the store, its
+    /// copy trailing by this many seconds (0: not stale).
+    stale: AtomicI64,
+    rewinds: AtomicU64,
+    rebuilds: AtomicU64,
 }
+
+/// The departures of jobs that moved to other queues, by the queue they left.
+type Departures = HashMap<String, (Arc<QueueEntry>, Vec<Fed>)>;
 
 /// A queue's limits, where known (a job beyond them cannot run there).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -200,19 +226,52 @@ impl QueueEntry {
             live: RwLock::new(live),
             advanced_to: AtomicI64::new(NEVER),
             limits: RwLock::new(limits),
+            stale: AtomicI64::new(0),
+            rewinds: AtomicU64::new(0),
+            rebuilds: AtomicU64::new(0),
         }
     }
 
     /// Runs `f` on the predictor brought to `at` (its pending jobs tested up to then).
     fn read_at<T>(&self, at: i64, f: impl FnOnce(&QueuePredictor) -> T) -> T {
-        if self.advanced_to.load(Ordering::Acquire) < at {
-            let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
-            live.predictor.advance(at);
-            self.advanced_to.fetch_max(at, Ordering::AcqRel);
-            return f(&live.predictor);
+        {
+            // Checked under the lock: a predictor put in place (a rebuild) has not been
+            // advanced yet.
+            let live = self.live.read().unwrap_or_else(|p| p.into_inner());
+            if self.advanced_to.load(Ordering::Acquire) >= at {
+                return f(&live.feeder.predictor);
+            }
         }
-        let live = self.live.read().unwrap_or_else(|p| p.into_inner());
-        f(&live.predictor)
+        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        if self.advanced_to.load(Ordering::Acquire) < at {
+            live.feeder.predictor.advance(at);
+            self.advanced_to.fetch_max(at, Ordering::AcqRel);
+        }
+        f(&live.feeder.predictor)
+    }
+
+    /// Takes note of what handing a batch to the predictor (held under the write lock)
+    /// gave: bounds written before that changed go to `corrected`; a predictor wound
+    /// back has not been moved on to any instant yet; one too late to wind back for is
+    /// to be built again.
+    fn took(&self, handed: &Handed, corrected: &mut Vec<(JobBound, i64)>) {
+        corrected.extend(handed.corrected.iter().cloned());
+        if handed.rewound {
+            self.advanced_to.store(NEVER, Ordering::Release);
+            self.rewinds.fetch_add(1, Ordering::AcqRel);
+        }
+        if let Some(h) = handed.rebuild {
+            self.stale.fetch_max(h, Ordering::AcqRel);
+        }
+    }
+
+    /// Puts `live` (built again from the store) in place of the predictor held.
+    fn replace(&self, live: Live) {
+        let mut held = self.live.write().unwrap_or_else(|p| p.into_inner());
+        *held = live;
+        self.advanced_to.store(NEVER, Ordering::Release);
+        self.stale.store(0, Ordering::Release);
+        self.rebuilds.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -227,6 +286,10 @@ struct SiteEntry {
     /// The site's own clock, when it is not the service's (the demo's simulated time).
     clock: RwLock<Option<Arc<dyn Clock>>>,
     queues: RwLock<HashMap<String, Arc<QueueEntry>>>,
+    /// Held while a batch of the site is written and fed, and while its queues are
+    /// built again: one site's feeds never interleave, and a queue being built again
+    /// from the store misses no batch.
+    feeding: tokio::sync::Mutex<()>,
 }
 
 impl SiteEntry {
@@ -237,6 +300,7 @@ impl SiteEntry {
             heard_until: AtomicI64::new(NEVER),
             clock: RwLock::new(None),
             queues: RwLock::new(HashMap::new()),
+            feeding: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -333,83 +397,6 @@ pub fn shape_of(job: &Job) -> JobShape {
     }
 }
 
-fn job_bound(id: i64, a: &BoundAnswer) -> JobBound {
-    JobBound {
-        id,
-        bound_s: a.bound_s.map(|b| i64::try_from(b).unwrap_or(i64::MAX)),
-        status: a.status.name().to_string(),
-    }
-}
-
-/// One event of a batch handed to a predictor.
-#[derive(Debug, Clone, Copy)]
-enum Feed {
-    /// The job at this index arrives (and is asked its bound when `record`).
-    Arrival { i: usize, record: bool },
-    /// The job at this index starts.
-    Start(usize),
-    /// The job at this index leaves the queue without starting, at this time.
-    Departure(usize, i64),
-}
-
-/// Feeds `records` to `p` as the §6 event stream; arrivals of jobs with `arrived[i]`
-/// are skipped (the predictor heard of them before). Returns the bounds recorded at
-/// the arrivals marked `record[i]`, by index. Departures (`departs`) are merged in by
-/// time, after the events of the same second.
-fn feed(
-    p: &mut QueuePredictor,
-    records: &[JobRecord],
-    arrived: &[bool],
-    record: &[bool],
-    departs: &[(usize, i64)],
-) -> Vec<(usize, BoundAnswer)> {
-    let mut events: Vec<(i64, Feed)> = event_stream(records)
-        .into_iter()
-        .filter_map(|ev| match ev.kind {
-            EventKind::Arrival if arrived[ev.job] => None,
-            EventKind::Arrival => Some((
-                ev.at,
-                Feed::Arrival {
-                    i: ev.job,
-                    record: record[ev.job],
-                },
-            )),
-            EventKind::Start => Some((ev.at, Feed::Start(ev.job))),
-        })
-        .collect();
-    for &(i, at) in departs {
-        let pos = events.partition_point(|(t, _)| *t <= at);
-        events.insert(pos, (at, Feed::Departure(i, at)));
-    }
-    let mut bounds = Vec::new();
-    for (_, ev) in events {
-        match ev {
-            Feed::Arrival { i, record: want } => {
-                let job = &records[i];
-                if want {
-                    // As the replay asks: pending jobs that outlived their bound by
-                    // now are known first (§7).
-                    p.advance(job.submit);
-                    let a = p.bound(job.submit, job.shape, SUBMISSION_LEVEL, SUBMISSION_LEVEL);
-                    bounds.push((i, a));
-                }
-                p.observe_arrival(job.submit, job.shape);
-            }
-            Feed::Start(i) => {
-                let job = &records[i];
-                if let Some(start) = job.start {
-                    p.observe_start(job.submit, start, job.shape);
-                }
-            }
-            Feed::Departure(i, at) => {
-                let job = &records[i];
-                p.observe_departure(job.submit, at, job.shape);
-            }
-        }
-    }
-    bounds
-}
-
 impl Predictors {
     /// No predictors (an empty store), on the system clock.
     pub fn new() -> Self {
@@ -486,43 +473,11 @@ impl Predictors {
         progress: &mut impl FnMut(u64),
     ) -> StoreResult<()> {
         let entry = self.site_entry(site);
+        let _feeding = entry.feeding.lock().await;
         for stats in store.queue_stats(site.id).await? {
-            let mut live = Live::new(&self.config);
-            let mut records = Vec::new();
-            let mut ids = Vec::new();
-            let mut record = Vec::new();
-            let mut departs = Vec::new();
-            let mut stream = std::pin::pin!(stream_jobs(store, stats.queue.id, REBUILD_PAGE));
-            let mut since_report = 0u64;
-            while let Some(job) = stream.try_next().await? {
-                live.saw(&job);
-                entry.saw(&job);
-                if let Some((r, departs_at)) = record_of(&job, site.kind) {
-                    if let Some(at) = departs_at {
-                        departs.push((records.len(), at));
-                    } else if r.start.is_none() {
-                        live.pending.insert(job.job_id.clone(), (r.submit, r.shape));
-                    }
-                    records.push(r);
-                    ids.push(job.id);
-                    record.push(job.bound_status.is_none());
-                }
-                since_report += 1;
-                if since_report == REBUILD_PAGE as u64 {
-                    progress(since_report);
-                    since_report = 0;
-                }
-            }
-            progress(since_report);
-            let arrived = vec![false; records.len()];
-            departs.sort_by_key(|&(_, at)| at);
-            let bounds = feed(&mut live.predictor, &records, &arrived, &record, &departs);
-            let bounds: Vec<JobBound> = bounds.iter().map(|(i, a)| job_bound(ids[*i], a)).collect();
-            for chunk in bounds.chunks(REBUILD_PAGE as usize) {
-                store.set_bounds(chunk).await?;
-            }
-            report.bounds_recorded += bounds.len() as u64;
-            report.jobs += live.jobs_seen;
+            let live = self
+                .build_queue(store, site, &entry, &stats.queue, None, report, progress)
+                .await?;
             report.queues += 1;
             entry
                 .queues
@@ -536,6 +491,78 @@ impl Predictors {
         Ok(())
     }
 
+    /// A predictor of `queue` built from its stored jobs, the bounds at submission not
+    /// stored yet written back (counted in `report`, with the jobs handed over). With a
+    /// `horizon` (seconds: the queue was handed news too late to wind back for), it keeps
+    /// a copy trailing that far to wind back to, and writes back every bound at
+    /// submission that differs from the one stored (late news changed them).
+    #[allow(clippy::too_many_arguments)]
+    async fn build_queue<S: Store>(
+        &self,
+        store: &S,
+        site: &Site,
+        entry: &SiteEntry,
+        queue: &Queue,
+        horizon: Option<i64>,
+        report: &mut RebuildReport,
+        progress: &mut impl FnMut(u64),
+    ) -> StoreResult<Live> {
+        let mut live = Live::new(&self.config);
+        let mut records = Vec::new();
+        let mut ids = Vec::new();
+        let mut stored = Vec::new();
+        let mut departs = Vec::new();
+        let mut stream = std::pin::pin!(stream_jobs(store, queue.id, REBUILD_PAGE));
+        let mut since_report = 0u64;
+        while let Some(job) = stream.try_next().await? {
+            live.saw(&job);
+            entry.saw(&job);
+            if let Some((r, departs_at)) = record_of(&job, site.kind) {
+                if let Some(at) = departs_at {
+                    departs.push((records.len(), at));
+                } else if r.start.is_none() {
+                    live.pending.insert(job.job_id.clone(), (r.submit, r.shape));
+                }
+                records.push(r);
+                ids.push(job.id);
+                stored.push(job.bound_status.map(|status| JobBound {
+                    id: job.id,
+                    bound_s: job.bound_s,
+                    status,
+                }));
+            }
+            since_report += 1;
+            if since_report == REBUILD_PAGE as u64 {
+                progress(since_report);
+                since_report = 0;
+            }
+        }
+        progress(since_report);
+        let n = records.len();
+        let events = events_of(
+            &records,
+            &ids,
+            &vec![false; n],
+            &vec![true; n],
+            &departs,
+            |i| stored[i].take(),
+        );
+        drop((records, stored));
+        let predictor = QueuePredictor::new(self.config.clone())
+            .expect("the default engine configuration is valid");
+        let (feeder, built) = Feeder::build(predictor, events, horizon);
+        live.feeder = feeder;
+        for chunk in built.bounds.chunks(REBUILD_PAGE as usize) {
+            store.set_bounds(chunk).await?;
+        }
+        for chunk in built.corrected.chunks(REBUILD_PAGE as usize) {
+            store.correct_bounds(chunk).await?;
+        }
+        report.bounds_recorded += (built.bounds.len() + built.corrected.len()) as u64;
+        report.jobs += live.jobs_seen;
+        Ok(live)
+    }
+
     /// The ingest path: stores `records` (inserting new jobs, updating known ones) and
     /// hands the predictors of `queues` (the records' queues, of `site`) what changed,
     /// storing the bounds predicted at the new jobs' submission with them (one
@@ -547,39 +574,137 @@ impl Predictors {
         queues: &[Queue],
         records: &[NewJob],
     ) -> StoreResult<Vec<Job>> {
+        let entry = self.site_entry(site);
+        let _feeding = entry.feeding.lock().await;
         // The store works out what changed and hands it over before it writes, so each
         // new job is written once, with its bound (one write instead of two).
-        store
+        // Bounds at submission stored before that late news changed (written once the
+        // batch is).
+        let mut corrected = Vec::new();
+        let changed = store
             .ingest_jobs(records, |changed| {
-                let moved = self.leave_other_queues(site, queues, changed);
+                let (moved, mut departures) = self.leave_other_queues(site, queues, changed);
                 let mut bounds = Vec::new();
                 for queue in queues {
                     let mut of_queue = changed.iter().filter(|j| j.queue_id == queue.id);
+                    let left = departures.remove(&queue.name).map(|(_, d)| d);
                     if let Some(first) = of_queue.next() {
                         bounds.extend(self.observe_each(
                             site,
                             queue,
                             std::iter::once(first).chain(of_queue),
                             &moved,
+                            left.unwrap_or_default(),
+                            &mut corrected,
                         ));
+                    } else if let Some(left) = left {
+                        departures
+                            .insert(queue.name.clone(), (self.queue_entry(site, queue), left));
                     }
+                }
+                // Queues that only lost jobs to others.
+                for (q, left) in departures.into_values() {
+                    let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
+                    let handed = live.feeder.hand(left);
+                    q.took(&handed, &mut corrected);
                 }
                 bounds
             })
-            .await
+            .await?;
+        for chunk in corrected.chunks(REBUILD_PAGE as usize) {
+            if let Err(e) = store.correct_bounds(chunk).await {
+                // The batch is stored; the corrections are made again by a rebuild on
+                // the next batch (it asks the bounds within the copy's reach again).
+                for q in queues.iter().filter_map(|q| entry.queue(&q.name)) {
+                    let horizon = q
+                        .live
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .feeder
+                        .horizon_s();
+                    // Twice: the copy may have moved on past the first
+                    // arrival corrected.
+                    let reach = horizon.max(super::feed::MIN_HORIZON_S).saturating_mul(2);
+                    q.stale.fetch_max(reach, Ordering::AcqRel);
+                }
+                return Err(e);
+            }
+        }
+        // Queues handed news too late to wind back for are built again from what is
+        // now stored (one whose rebuild failed before, on the next batch).
+        for (queue, q, horizon) in self.stale_queues(store, site, &entry, queues).await? {
+            let started = Instant::now();
+            let mut report = RebuildReport::default();
+            let live = self
+                .build_queue(
+                    store,
+                    site,
+                    &entry,
+                    &queue,
+                    Some(horizon),
+                    &mut report,
+                    &mut |_| {},
+                )
+                .await?;
+            q.replace(live);
+            tracing::info!(
+                site = %site.name,
+                queue = %queue.name,
+                jobs = report.jobs,
+                bounds_recorded = report.bounds_recorded,
+                duration_ms = started.elapsed().as_millis() as u64,
+                "predictor built again: a batch reached back before what it had been told"
+            );
+        }
+        Ok(changed)
+    }
+
+    /// The site's queues to build again (handed news too late to wind back for, in this
+    /// batch or one whose rebuild failed), with their rows (the batch's, else the
+    /// store's) and the horizon their copy is to keep.
+    async fn stale_queues<S: Store>(
+        &self,
+        store: &S,
+        site: &Site,
+        entry: &SiteEntry,
+        queues: &[Queue],
+    ) -> StoreResult<Vec<(Queue, Arc<QueueEntry>, i64)>> {
+        let stale: Vec<(String, Arc<QueueEntry>, i64)> = entry
+            .queues
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(name, q)| {
+                let horizon = q.stale.load(Ordering::Acquire);
+                (horizon > 0).then(|| (name.clone(), q.clone(), horizon))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (name, q, horizon) in stale {
+            let row = match queues.iter().find(|k| k.name == name) {
+                Some(k) => Some(k.clone()),
+                None => store.queue(site.id, &name).await?,
+            };
+            if let Some(row) = row {
+                out.push((row, q, horizon));
+            }
+        }
+        Ok(out)
     }
 
     /// A job now in another queue than the one it waited in (Slurm names the first of
     /// several partitions while a job waits, and the one it runs in once it runs)
     /// leaves the old queue's predictor: it departs there when it starts (or now).
-    /// Returns the ids of the jobs that moved, for their new queue to take in.
+    /// Returns the ids of the jobs that moved, for their new queue to take in, and the
+    /// departures by old queue, for each to be handed with the rest of its batch.
     fn leave_other_queues(
         &self,
         site: &Site,
         queues: &[Queue],
         changed: &[Job],
-    ) -> HashSet<String> {
+    ) -> (HashSet<String>, Departures) {
         let mut moved = HashSet::new();
+        let mut departures = HashMap::new();
         // Only a job heard of before (it has a bound) can have waited elsewhere.
         let seen: Vec<(&Job, &str)> = changed
             .iter()
@@ -590,7 +715,7 @@ impl Predictors {
             })
             .collect();
         if seen.is_empty() {
-            return moved;
+            return (moved, departures);
         }
         let others: Vec<(String, Arc<QueueEntry>)> = self
             .site_entry(site)
@@ -603,6 +728,7 @@ impl Predictors {
         for (name, q) in &others {
             let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
             let mut records = Vec::new();
+            let mut ids = Vec::new();
             let mut departs = Vec::new();
             for &(job, now_in) in &seen {
                 if now_in == name {
@@ -620,37 +746,39 @@ impl Predictors {
                     start: None,
                     shape,
                 });
+                ids.push(job.id);
                 moved.insert(job.job_id.clone());
             }
             if !records.is_empty() {
                 let n = records.len();
-                feed(
-                    &mut live.predictor,
+                let events = events_of(
                     &records,
+                    &ids,
                     &vec![true; n],
                     &vec![false; n],
                     &departs,
+                    |_| None,
                 );
+                departures.insert(name.clone(), (q.clone(), events));
             }
         }
-        moved
+        (moved, departures)
     }
 
-    /// Hands a predictor the jobs the ingest path inserted or changed (the store's
-    /// answer to [`Store::upsert_jobs`]), and returns the bounds predicted at the new
-    /// jobs' submission, for the caller to store ([`Predictors::ingest`] does both).
-    pub fn observe(&self, site: &Site, queue: &Queue, jobs: &[Job]) -> Vec<JobBound> {
-        self.observe_each(site, queue, jobs, &HashSet::new())
-    }
-
-    /// [`Predictors::observe`]; the jobs of `moved` waited in another queue and are
-    /// new to this one (their bound, predicted there, is kept).
+    /// Hands the predictor of `queue` the jobs the ingest path inserted or changed
+    /// (what [`Store::ingest_jobs`] hands over), and returns the bounds predicted at the
+    /// new jobs' submission, for the store to write with them. The jobs of `moved` waited
+    /// in another queue and are new to this one (their bound, predicted there, is kept);
+    /// `left` are the departures of jobs of this queue that moved to others, handed with
+    /// the rest.
     fn observe_each<'a>(
         &self,
         site: &Site,
         queue: &Queue,
         jobs: impl IntoIterator<Item = &'a Job>,
         moved: &HashSet<String>,
+        left: Vec<Fed>,
+        corrected: &mut Vec<(JobBound, i64)>,
     ) -> Vec<JobBound> {
         let entry = self.site_entry(site);
         let q = self.queue_entry(site, queue);
@@ -712,11 +840,12 @@ impl Predictors {
                 record.push(!came_from_another_queue);
             }
         }
-        if records.is_empty() {
-            return Vec::new();
-        }
-        let bounds = feed(&mut live.predictor, &records, &arrived, &record, &departs);
-        bounds.iter().map(|(i, a)| job_bound(ids[*i], a)).collect()
+        let mut events = events_of(&records, &ids, &arrived, &record, &departs, |_| None);
+        // The departures of jobs that moved to other queues, with the rest.
+        events.extend(left);
+        let handed = live.feeder.hand(events);
+        q.took(&handed, corrected);
+        handed.bounds
     }
 
     /// Makes sure `queue` of `site` has a predictor (empty when new), and records the
@@ -895,6 +1024,8 @@ impl Predictors {
             jobs_seen: live.jobs_seen,
             last_event: live.last_event,
             pending: live.pending.len(),
+            rewinds: q.rewinds.load(Ordering::Acquire),
+            rebuilds: q.rebuilds.load(Ordering::Acquire),
         })
     }
 

@@ -706,6 +706,14 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// bound another writer recorded meanwhile — a requeue's — is not overwritten).
     fn set_bounds(&self, bounds: &[JobBound]) -> impl Future<Output = StoreResult<()>> + Send;
 
+    /// Replaces the bounds predicted at submission `submit_time` (each pair's second) of
+    /// jobs still submitted then: late news changed what the replay predicts for them. A
+    /// job submitted anew since (a requeue) keeps its own.
+    fn correct_bounds(
+        &self,
+        bounds: &[(JobBound, i64)],
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
     /// Stores a token; a name already taken is a [`StoreError::Conflict`].
     fn insert_token(
         &self,

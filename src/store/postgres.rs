@@ -402,6 +402,30 @@ impl Store for PgStore {
         .map_err(db_error)
     }
 
+    async fn correct_bounds(&self, bounds: &[(JobBound, i64)]) -> StoreResult<()> {
+        if bounds.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = bounds.iter().map(|(b, _)| b.id).collect();
+        let values: Vec<Option<i64>> = bounds.iter().map(|(b, _)| b.bound_s).collect();
+        let statuses: Vec<&str> = bounds.iter().map(|(b, _)| b.status.as_str()).collect();
+        let submits: Vec<i64> = bounds.iter().map(|(_, s)| *s).collect();
+        sqlx::query(
+            "UPDATE jobs SET bound_s = u.bound_s, bound_status = u.status \
+             FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[]) \
+               AS u(id, bound_s, status, submit_time) \
+             WHERE jobs.id = u.id AND jobs.submit_time = u.submit_time",
+        )
+        .bind(ids)
+        .bind(values)
+        .bind(statuses)
+        .bind(submits)
+        .execute(&self.pool)
+        .await
+        .map(|_| ())
+        .map_err(db_error)
+    }
+
     async fn insert_rejects(&self, rejects: &[NewReject]) -> StoreResult<u64> {
         if rejects.is_empty() {
             return Ok(0);

@@ -273,6 +273,24 @@ impl Store for SqliteStore {
         tx.commit().await.map_err(db_error)
     }
 
+    async fn correct_bounds(&self, bounds: &[(JobBound, i64)]) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let mut tx = conn.begin().await.map_err(db_error)?;
+        for (b, submit) in bounds {
+            sqlx::query(
+                "UPDATE jobs SET bound_s = ?, bound_status = ? WHERE id = ? AND submit_time = ?",
+            )
+            .bind(b.bound_s)
+            .bind(&b.status)
+            .bind(b.id)
+            .bind(submit)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
     async fn insert_rejects(&self, rejects: &[NewReject]) -> StoreResult<u64> {
         let mut conn = self.pool.acquire().await.map_err(db_error)?;
         let mut tx = conn.begin().await.map_err(db_error)?;

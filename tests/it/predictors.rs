@@ -331,6 +331,11 @@ impl StoreTask for LiveFeed {
         let slot = live.slot("live", "batch").unwrap();
         let pending = started.iter().filter(|s| !**s).count() - 1; // job 150 left
         assert_eq!(slot.pending, pending);
+        assert_eq!(
+            (slot.rewinds, slot.rebuilds),
+            (0, 0),
+            "polls in order are fed as they come"
+        );
 
         let (rebuilt, report) = Predictors::rebuild(&store, |_| {}).await.unwrap();
         assert_eq!(report.bounds_recorded, 0, "every bound stored at ingest");
@@ -524,4 +529,215 @@ impl StoreTask for NoNewsNoExceedance {
 async fn a_query_does_not_count_a_wait_past_its_bound_before_the_news_that_could_end_it() {
     let db = TestDb::fresh().await;
     with_store(db.url(), NoNewsNoExceedance).await.unwrap();
+}
+
+/// How a sensor reports a job: at its start (a PBS `S` record: the submission comes with
+/// the start), or at its end (an SGE accounting line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReportedAt {
+    Start,
+    End,
+}
+
+/// A live queue fed by a sensor that hears of a job only once it has started (or ended):
+/// each poll names submissions made before starts already heard of. Such a batch cannot
+/// be fed on top of what the predictor was told; it is wound back and handed the events
+/// again in the replay's order (or built again from the store, when the news is later
+/// than ever). It ends in the state a rebuild from the same stored jobs reaches, and
+/// every job's bound at submission is the replay's of the stored jobs — not one
+/// predicted with starts the replay would not have seen yet.
+struct LateNews(ReportedAt);
+
+impl StoreTask for LateNews {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        let name = match self.0 {
+            ReportedAt::Start => "pbs",
+            ReportedAt::End => "sge",
+        };
+        let (site, queue) = live_batch_queue(&store, name).await;
+        let t0 = 1_700_000_000;
+        // 2,400 jobs of many shapes (re-clustered every 1,000 waits), waits growing with
+        // the size, a burst of long waits from job 1,200 on.
+        let mut seed = 42u64;
+        let mut next = move |m: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % m
+        };
+        let mut submit = t0;
+        let jobs: Vec<(String, i64, i64, i64, i64, i64)> = (0..2400)
+            .map(|k| {
+                submit += 30 + next(120) as i64;
+                let nodes = 1i64 << next(8);
+                let walltime = [600, 3600, 14_400, 43_200][next(4) as usize];
+                let burst = if (1200..1300).contains(&k) { 20_000 } else { 0 };
+                let wait = burst + next(60 + 40 * nodes as u64) as i64;
+                let run = 1 + next(walltime as u64) as i64;
+                (
+                    format!("{k}.server"),
+                    submit,
+                    submit + wait,
+                    submit + wait + run,
+                    nodes,
+                    walltime,
+                )
+            })
+            .collect();
+        let clock = FixedClock::at(t0);
+        let live = Predictors::new().with_clock(Arc::new(clock.clone()));
+        let last = jobs.iter().map(|j| j.3).max().unwrap();
+        let mut polled = t0;
+        while polled < last {
+            let now = polled + 900;
+            let batch: Vec<NewJob> = jobs
+                .iter()
+                .filter(|j| {
+                    let at = if self.0 == ReportedAt::Start {
+                        j.2
+                    } else {
+                        j.3
+                    };
+                    polled < at && at <= now
+                })
+                .map(|(id, submit, start, end, nodes, walltime)| NewJob {
+                    site_id: site.id,
+                    queue_id: queue.id,
+                    job_id: id.clone(),
+                    submit_time: *submit,
+                    start_time: Some(*start),
+                    end_time: (self.0 == ReportedAt::End).then_some(*end),
+                    nodes: Some(*nodes),
+                    walltime_s: Some(*walltime),
+                    state: match self.0 {
+                        ReportedAt::Start => JobState::Running,
+                        ReportedAt::End => JobState::Completed,
+                    },
+                })
+                .collect();
+            clock.set(now);
+            live.ingest(&store, &site, std::slice::from_ref(&queue), &batch)
+                .await
+                .unwrap();
+            live.heard_until(&site, now);
+            polled = now;
+        }
+        let slot = live.slot(name, "batch").unwrap();
+        // Wound back on most polls; built again from the store only when news came
+        // later than ever before (the first late poll, the burst).
+        assert!(slot.rewinds > 100, "{slot:?}");
+        assert!((1..=6).contains(&slot.rebuilds), "{slot:?}");
+        assert_eq!(slot.pending, 0);
+
+        let (rebuilt, report) = Predictors::rebuild(&store, |_| {}).await.unwrap();
+        assert_eq!(report.bounds_recorded, 0, "every bound stored");
+        let rebuilt = rebuilt.with_clock(Arc::new(clock.clone()));
+        rebuilt.heard_until(&site, polled);
+        for nodes in [1, 8, 128] {
+            let s = JobShape {
+                nodes,
+                walltime_s: 3600,
+            };
+            let a = live.bound(name, "batch", s, 0.95, 0.95).unwrap();
+            assert_eq!(a, rebuilt.bound(name, "batch", s, 0.95, 0.95).unwrap());
+            assert_eq!(a.0.status, Status::Ok, "{a:?}");
+        }
+        let clusters = live.clusters(name, "batch").unwrap();
+        assert!(clusters.0.len() > 1, "{clusters:?}");
+        assert_eq!(Some(clusters), rebuilt.clusters(name, "batch"));
+        assert_eq!(live.state(name, "batch"), rebuilt.state(name, "batch"));
+
+        // Every job's bound at submission is the replay's, over the stored jobs in
+        // rebuild order.
+        let stored: Vec<Job> = stream_jobs(&store, queue.id, 1000)
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(stored.len(), jobs.len());
+        let records: Vec<JobRecord> = stored
+            .iter()
+            .map(|j| JobRecord {
+                submit: j.submit_time,
+                start: j.start_time,
+                shape: qbets::service::predictors::shape_of(j),
+            })
+            .collect();
+        let r = replay(&records, &ReplayOptions::default(), &mut |_| {}).unwrap();
+        for (j, want) in stored.iter().zip(&r.predictions[0]) {
+            assert_eq!(j.bound_status.as_deref(), Some(want.status.name()), "{j:?}");
+            assert_eq!(j.bound_s, want.bound_s.map(|v| v as i64), "{j:?}");
+        }
+        assert!(stored.iter().filter(|j| j.bound_s.is_some()).count() > 2000);
+    }
+}
+
+#[tokio::test]
+async fn jobs_heard_of_at_their_start_are_fed_in_the_replays_order() {
+    let db = TestDb::fresh().await;
+    with_store(db.url(), LateNews(ReportedAt::Start))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn jobs_heard_of_at_their_end_are_fed_in_the_replays_order() {
+    let db = TestDb::sqlite();
+    with_store(db.url(), LateNews(ReportedAt::End))
+        .await
+        .unwrap();
+}
+
+/// A poll in which a job waiting in `debug` starts in `long` (Slurm names the first of
+/// a pending job's partitions, and the one it runs in once it runs) while another job
+/// starts in `debug` earlier: each queue is handed its part of the poll at once, in
+/// order — neither is wound back nor built again.
+struct MovedInOnePoll;
+
+impl StoreTask for MovedInOnePoll {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        let (site, debug) = live_batch_queue(&store, "moves").await;
+        let long = store
+            .upsert_queue(
+                site.id,
+                &NewQueue {
+                    name: "long".into(),
+                    max_walltime_s: None,
+                    max_nodes: None,
+                },
+            )
+            .await
+            .unwrap();
+        let t0 = 1_700_000_000;
+        let live = Predictors::new().with_clock(Arc::new(FixedClock::at(t0 + 100)));
+        let queues = [debug.clone(), long.clone()];
+        let pending = [
+            one_node(&site, &debug, "x", t0, None),
+            one_node(&site, &debug, "y", t0 + 10, None),
+        ];
+        live.ingest(&store, &site, &queues, &pending).await.unwrap();
+        let started = [
+            one_node(&site, &long, "x", t0, Some(t0 + 90)),
+            one_node(&site, &debug, "y", t0 + 10, Some(t0 + 50)),
+        ];
+        live.ingest(&store, &site, &queues, &started).await.unwrap();
+        for q in ["batch", "long"] {
+            let slot = live.slot("moves", q).unwrap();
+            assert_eq!(
+                (slot.rewinds, slot.rebuilds, slot.pending),
+                (0, 0, 0),
+                "{q}: {slot:?}"
+            );
+        }
+        let (long_state, _) = live.state("moves", "long").unwrap();
+        let (debug_state, _) = live.state("moves", "batch").unwrap();
+        assert_eq!((debug_state.observed, long_state.observed), (1, 1));
+    }
+}
+
+#[tokio::test]
+async fn a_poll_that_moves_a_job_hands_each_queue_its_part_in_order() {
+    let db = TestDb::sqlite();
+    with_store(db.url(), MovedInOnePoll).await.unwrap();
 }
