@@ -272,6 +272,7 @@ async fn sacct_story<S: Store>(store: &S, jobs: &Jobs) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sacct_reads_the_real_accounting_window_by_window() {
+    let _node = crate::support::share_slurm_node().await;
     let shared = SlurmRestClient::new(&client_config(&required("SLURMRESTD_URL"))).unwrap();
     shared
         .ping()

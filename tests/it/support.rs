@@ -105,6 +105,22 @@ pub fn postgres_url() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// The local Slurm's one 16-CPU node. Tests that fill it with queues of their own share
+/// it; a test whose outcome rests on when its own job starts (a reservation's deadline)
+/// has it alone, so no other test's queue runs ahead of its job. Fair: a test waiting to
+/// have the node alone is not overtaken by later sharers.
+static SLURM_NODE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// For a test that fills the local Slurm's node with a queue of its own.
+pub async fn share_slurm_node() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    SLURM_NODE.read().await
+}
+
+/// For a test whose job must start on time on the local Slurm's node.
+pub async fn own_slurm_node() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    SLURM_NODE.write().await
+}
+
 /// The same server URL naming another database (query string kept).
 fn with_database(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {

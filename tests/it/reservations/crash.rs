@@ -5,7 +5,7 @@
 //! (`claimed`: the lease is taken and nothing was asked of Slurm; `submitted`: Slurm
 //! accepted the job and the store has not recorded it); the test waits for the line the
 //! process prints there, sends it SIGKILL, and starts a fresh `qbets serve` on the same
-//! database. The claims last 10 s (`[reservations] lease_s`), so the restarted process
+//! database. The claims last 30 s (`[reservations] lease_s`), so the restarted process
 //! takes the reservation over after that; the test polls the store for the outcome.
 
 use std::io::{BufRead, BufReader};
@@ -25,7 +25,7 @@ use crate::support::{TestDb, postgres_url};
 use crate::webdriver::free_port;
 
 /// Seconds a claim lasts in these tests.
-const LEASE_S: u64 = 10;
+const LEASE_S: u64 = 30;
 /// How long a step may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -34,7 +34,10 @@ const DEADLINE: Duration = Duration::from_secs(90);
 fn write_config(dir: &Path, database_url: &str) -> PathBuf {
     let mut site = local_site();
     if let Some(SubmitConfig::SlurmRest(s)) = site.submit.as_mut() {
-        s.timeout_s = 3;
+        // A slow answer from a loaded slurmrestd must not pass for a lost submission
+        // (the executor would give its lease back and adopt the job on the next pass);
+        // the lease outlives three of these, as the configuration requires.
+        s.timeout_s = LEASE_S / 3;
     }
     let mut config = Config {
         database_url: database_url.to_string(),

@@ -337,7 +337,8 @@ async fn crash_before_submission<S: Store>(store: S) {
     let subs = submitters();
     let now = real_now();
     let clock = FixedClock::at(now);
-    let r = seed(&store, now, now + 900, RunMode::BestEffort).await;
+    // Held until start_at, its job is still there for the last pass to follow.
+    let r = seed(&store, now, now + 900, RunMode::Hold).await;
     // "a" claims and dies before submitting.
     assert_eq!(
         store
@@ -640,6 +641,8 @@ fn unix(v: &Value) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn end_to_end_a_reservation_on_a_busy_queue_holds_its_node_at_start_at() {
+    // No other test's queue may run ahead of the reservation's job.
+    let _node = crate::support::own_slurm_node().await;
     let db = TestDb::fresh().await;
     let subs = submitters();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

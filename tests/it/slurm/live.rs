@@ -87,6 +87,7 @@ async fn poll_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_submitted_through_the_client_queue_run_and_read_as_scontrol_says() {
+    let _node = crate::support::share_slurm_node().await;
     let client = SlurmRestClient::new(&config()).unwrap();
     client
         .ping()
@@ -107,7 +108,7 @@ async fn jobs_submitted_through_the_client_queue_run_and_read_as_scontrol_says()
             partition: Some(partition.into()),
             nodes: 1,
             time_limit_s: limit_s,
-            script: "#!/bin/sh\nsleep 3\n".into(),
+            script: "#!/bin/sh\nsleep 8\n".into(),
             working_dir: "/tmp".into(),
             environment: vec![("QBETS_IT_RUN".into(), tag.clone())],
             cpus_per_task: Some(4),
@@ -157,7 +158,7 @@ async fn jobs_submitted_through_the_client_queue_run_and_read_as_scontrol_says()
     }
 
     // The queue: no more than four ran at once, so at least eight waited for a
-    // predecessor's three-second sleep to end.
+    // predecessor's eight-second sleep to end.
     let mut edges: Vec<(i64, i32)> = finished
         .iter()
         .flat_map(|j| [(j.start_time.unwrap(), 1), (j.end_time.unwrap(), -1)])
