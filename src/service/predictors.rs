@@ -186,12 +186,16 @@ struct QueueEntry {
     live: RwLock<Live>,
     advanced_to: AtomicI64,
     limits: RwLock<QueueLimits>,
-    /// Handed a batch too late to wind back for: to be built again from the store, its
-    /// copy trailing by this many seconds (0: not stale).
+    /// To be built again from the store (handed a batch too late to wind back for, or
+    /// one the store did not take): its copy trailing by this many seconds (0: none
+    /// kept; [`NOT_STALE`]: not to be built again).
     stale: AtomicI64,
     rewinds: AtomicU64,
     rebuilds: AtomicU64,
 }
+
+/// [`QueueEntry::stale`] of a queue that is not to be built again.
+const NOT_STALE: i64 = i64::MIN;
 
 /// The departures of jobs that moved to other queues, by the queue they left.
 type Departures = HashMap<String, (Arc<QueueEntry>, Vec<Fed>)>;
@@ -226,7 +230,7 @@ impl QueueEntry {
             live: RwLock::new(live),
             advanced_to: AtomicI64::new(NEVER),
             limits: RwLock::new(limits),
-            stale: AtomicI64::new(0),
+            stale: AtomicI64::new(NOT_STALE),
             rewinds: AtomicU64::new(0),
             rebuilds: AtomicU64::new(0),
         }
@@ -270,7 +274,7 @@ impl QueueEntry {
         let mut held = self.live.write().unwrap_or_else(|p| p.into_inner());
         *held = live;
         self.advanced_to.store(NEVER, Ordering::Release);
-        self.stale.store(0, Ordering::Release);
+        self.stale.store(NOT_STALE, Ordering::Release);
         self.rebuilds.fetch_add(1, Ordering::AcqRel);
     }
 }
@@ -576,13 +580,18 @@ impl Predictors {
     ) -> StoreResult<Vec<Job>> {
         let entry = self.site_entry(site);
         let _feeding = entry.feeding.lock().await;
+        // Queues an earlier batch left to be built again are built before this one is
+        // handed to them.
+        self.rebuild_stale(store, site, &entry, queues).await?;
         // The store works out what changed and hands it over before it writes, so each
         // new job is written once, with its bound (one write instead of two).
         // Bounds at submission stored before that late news changed (written once the
         // batch is).
         let mut corrected = Vec::new();
-        let changed = store
+        let mut handed = false;
+        let written = store
             .ingest_jobs(records, |changed| {
+                handed = true;
                 let (moved, mut departures) = self.leave_other_queues(site, queues, changed);
                 let mut bounds = Vec::new();
                 for queue in queues {
@@ -610,7 +619,32 @@ impl Predictors {
                 }
                 bounds
             })
-            .await?;
+            .await;
+        let changed = match written {
+            Ok(changed) => changed,
+            Err(e) => {
+                if handed {
+                    // The predictors were handed what the store did not take: they are
+                    // built again from what it holds before the next batch (a source
+                    // sends the batch again, or may not).
+                    for q in entry
+                        .queues
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .values()
+                    {
+                        let horizon = q
+                            .live
+                            .read()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .feeder
+                            .horizon_s();
+                        q.stale.fetch_max(horizon, Ordering::AcqRel);
+                    }
+                }
+                return Err(e);
+            }
+        };
         for chunk in corrected.chunks(REBUILD_PAGE as usize) {
             if let Err(e) = store.correct_bounds(chunk).await {
                 // The batch is stored; the corrections are made again by a rebuild on
@@ -631,17 +665,30 @@ impl Predictors {
             }
         }
         // Queues handed news too late to wind back for are built again from what is
-        // now stored (one whose rebuild failed before, on the next batch).
-        for (queue, q, horizon) in self.stale_queues(store, site, &entry, queues).await? {
+        // now stored (one whose rebuild failed, before the next batch).
+        self.rebuild_stale(store, site, &entry, queues).await?;
+        Ok(changed)
+    }
+
+    /// Builds again from the store the site's queues left stale (see
+    /// [`QueueEntry::stale`]).
+    async fn rebuild_stale<S: Store>(
+        &self,
+        store: &S,
+        site: &Site,
+        entry: &SiteEntry,
+        queues: &[Queue],
+    ) -> StoreResult<()> {
+        for (queue, q, horizon) in self.stale_queues(store, site, entry, queues).await? {
             let started = Instant::now();
             let mut report = RebuildReport::default();
             let live = self
                 .build_queue(
                     store,
                     site,
-                    &entry,
+                    entry,
                     &queue,
-                    Some(horizon),
+                    (horizon > 0).then_some(horizon),
                     &mut report,
                     &mut |_| {},
                 )
@@ -653,10 +700,11 @@ impl Predictors {
                 jobs = report.jobs,
                 bounds_recorded = report.bounds_recorded,
                 duration_ms = started.elapsed().as_millis() as u64,
-                "predictor built again: a batch reached back before what it had been told"
+                "predictor built again from the store: a batch reached back before what it \
+                 had been told, or the store did not take one it had been handed"
             );
         }
-        Ok(changed)
+        Ok(())
     }
 
     /// The site's queues to build again (handed news too late to wind back for, in this
@@ -676,7 +724,7 @@ impl Predictors {
             .iter()
             .filter_map(|(name, q)| {
                 let horizon = q.stale.load(Ordering::Acquire);
-                (horizon > 0).then(|| (name.clone(), q.clone(), horizon))
+                (horizon != NOT_STALE).then(|| (name.clone(), q.clone(), horizon))
             })
             .collect();
         let mut out = Vec::new();

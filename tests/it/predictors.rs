@@ -741,3 +741,149 @@ async fn a_poll_that_moves_a_job_hands_each_queue_its_part_in_order() {
     let db = TestDb::sqlite();
     with_store(db.url(), MovedInOnePoll).await.unwrap();
 }
+
+/// Makes the store refuse to insert the job `job_id` (a trigger raises), so a batch
+/// carrying it fails after the predictors were handed it; `None` lifts that.
+async fn refuse_insert_of(url: &str, job_id: Option<&str>) {
+    use sqlx::Connection;
+    let sql = match (url.starts_with("sqlite:"), job_id) {
+        (true, Some(id)) => format!(
+            "CREATE TRIGGER refuse BEFORE INSERT ON jobs WHEN NEW.job_id = '{id}' \
+             BEGIN SELECT RAISE(ABORT, 'refused for the test'); END;"
+        ),
+        (true, None) => "DROP TRIGGER refuse;".into(),
+        (false, Some(id)) => format!(
+            "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN \
+               IF NEW.job_id = '{id}' THEN RAISE EXCEPTION 'refused for the test'; END IF; \
+               RETURN NEW; END $$ LANGUAGE plpgsql; \
+             CREATE TRIGGER refuse BEFORE INSERT ON jobs \
+               FOR EACH ROW EXECUTE FUNCTION refuse();"
+        ),
+        (false, None) => "DROP TRIGGER refuse ON jobs; DROP FUNCTION refuse();".into(),
+    };
+    if url.starts_with("sqlite:") {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .unwrap();
+    } else {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+}
+
+/// Batches the store did not take after the predictor was handed them — one the
+/// source never sends again, one it sends again — leave no trace in the predictor: it
+/// is built again from what the store holds before the next batch, and ends where a
+/// rebuild from the stored jobs does.
+struct UntakenBatches {
+    url: String,
+}
+
+impl StoreTask for UntakenBatches {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        let (site, queue) = live_batch_queue(&store, "untaken").await;
+        let t0 = 1_700_000_000;
+        let clock = FixedClock::at(t0);
+        let live = Predictors::new().with_clock(Arc::new(clock.clone()));
+        let wait = |k: i64| (k * 37) % 300 + if k % 11 == 0 { 2_000 } else { 0 };
+        let (n, lost, again) = (160i64, 60i64, 120i64);
+        let mut reported = vec![false; n as usize];
+        for k in 0..n {
+            let now = t0 + 60 * k;
+            clock.set(now);
+            let mut batch = vec![one_node(&site, &queue, &format!("j{k}"), now, None)];
+            for j in 0..k {
+                let s = t0 + 60 * j + wait(j);
+                if !reported[j as usize] && s <= now {
+                    reported[j as usize] = true;
+                    let submit = t0 + 60 * j;
+                    batch.push(one_node(&site, &queue, &format!("j{j}"), submit, Some(s)));
+                }
+            }
+            if k == lost || k == again {
+                refuse_insert_of(&self.url, Some(&format!("j{k}"))).await;
+                let refused = live
+                    .ingest(&store, &site, std::slice::from_ref(&queue), &batch)
+                    .await;
+                assert!(refused.is_err(), "batch {k} was refused: {refused:?}");
+                refuse_insert_of(&self.url, None).await;
+                if k == lost {
+                    // Never sent again: its starts are not heard of either.
+                    continue;
+                }
+            }
+            live.ingest(&store, &site, std::slice::from_ref(&queue), &batch)
+                .await
+                .unwrap();
+        }
+        let now = t0 + 60 * n;
+        clock.set(now);
+
+        let jobs: Vec<Job> = stream_jobs(&store, queue.id, 1000)
+            .try_collect()
+            .await
+            .unwrap();
+        // The lost batch's new job came back with its start; the starts it carried
+        // were never heard of again: those jobs are still waiting as far as anyone knows.
+        assert_eq!(jobs.len(), n as usize);
+        let started = jobs.iter().filter(|j| j.start_time.is_some()).count();
+        let (rebuilt, report) = Predictors::rebuild(&store, |_| {}).await.unwrap();
+        assert_eq!(report.bounds_recorded, 0, "every bound stored at ingest");
+        let rebuilt = rebuilt.with_clock(Arc::new(clock.clone()));
+        let (state, _) = live.state("untaken", "batch").unwrap();
+        assert_eq!(
+            (state.observed, state.pending),
+            (started as u64, jobs.len() - started),
+            "the predictor holds what the store holds"
+        );
+        assert_eq!(Some((state, now)), rebuilt.state("untaken", "batch"));
+        for s in [
+            JobShape {
+                nodes: 1,
+                walltime_s: 600,
+            },
+            JobShape {
+                nodes: 8,
+                walltime_s: 3000,
+            },
+        ] {
+            assert_eq!(
+                live.bound("untaken", "batch", s, 0.95, 0.95).unwrap(),
+                rebuilt.bound("untaken", "batch", s, 0.95, 0.95).unwrap()
+            );
+        }
+        assert_eq!(
+            live.clusters("untaken", "batch"),
+            rebuilt.clusters("untaken", "batch")
+        );
+        let slot = live.slot("untaken", "batch").unwrap();
+        assert_eq!(
+            (slot.rewinds, slot.rebuilds),
+            (0, 3),
+            "built again after each refused batch, and once the lost batch's job came \
+             back late with its start"
+        );
+    }
+}
+
+#[tokio::test]
+async fn batches_the_store_did_not_take_leave_no_trace_in_the_predictor_on_sqlite() {
+    let db = TestDb::sqlite();
+    let url = db.url().to_string();
+    with_store(db.url(), UntakenBatches { url }).await.unwrap();
+}
+
+#[tokio::test]
+async fn batches_the_store_did_not_take_leave_no_trace_in_the_predictor_on_postgres() {
+    let admin = crate::support::postgres_url()
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let db = TestDb::postgres(&admin).await;
+    let url = db.url().to_string();
+    with_store(db.url(), UntakenBatches { url }).await.unwrap();
+}
