@@ -9,7 +9,9 @@
 //! events ([`Rewind`]) and handed again what came after, merged with the batch. The
 //! copy trails the newest event by twice the largest lateness seen (at least an hour,
 //! at most [`MAX_HORIZON_S`]); news later than that needs the queue built again from
-//! the store.
+//! the store. Copies made along the way while events are handed again ([`MARKS`] to a
+//! horizon) let a batch that reaches back a little be handed again from close by,
+//! not from the far end of the horizon.
 
 use std::collections::VecDeque;
 
@@ -32,6 +34,9 @@ const DEPARTURE: u8 = 2;
 pub(super) const MIN_HORIZON_S: i64 = 3_600;
 /// ... and at most this (news later than that rebuilds the queue from the store).
 pub(super) const MAX_HORIZON_S: i64 = 30 * 86_400;
+/// Copies kept along a horizon, besides the one at its far end: one every
+/// `horizon / MARKS` seconds of events handed again.
+const MARKS: i64 = 4;
 
 /// One event handed to a predictor. The key holds its times: an arrival's submission,
 /// a start's start and a departure's time in `key.0`, the job's submission in `key.2`,
@@ -133,6 +138,39 @@ pub(super) fn apply(
     bounds
 }
 
+/// Hands `p` the sorted `events` as [`apply`] does, copying it into `marks` once a
+/// stretch of `every_s` seconds of events (from `since`, the time of the copy it
+/// started from) has been handed; no copies of it before `from_time` (they would not
+/// be kept).
+fn apply_marking(
+    p: &mut QueuePredictor,
+    events: &[Fed],
+    ask: impl Fn(&Fed) -> bool,
+    marks: &mut VecDeque<(FeedKey, QueuePredictor)>,
+    (since, every_s, from_time): (i64, i64, i64),
+) -> Vec<(usize, BoundAnswer)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    let mut next_mark = since.saturating_add(every_s).max(from_time);
+    while from < events.len() {
+        let to = from + events[from..].partition_point(|e| e.time() < next_mark);
+        out.extend(
+            apply(p, &events[from..to], &ask)
+                .into_iter()
+                .map(|(i, a)| (from + i, a)),
+        );
+        if to == events.len() {
+            break;
+        }
+        if to > from {
+            marks.push_back((events[to - 1].key, p.clone()));
+        }
+        next_mark = events[to].time().saturating_add(every_s);
+        from = to;
+    }
+    out
+}
+
 /// A copy of a predictor from before its latest events, and those events: what a late
 /// batch is merged into and handed again from.
 #[derive(Debug, Clone)]
@@ -144,6 +182,18 @@ pub(super) struct Rewind {
     log: VecDeque<Fed>,
     /// How far `base` trails the newest event, seconds.
     horizon_s: i64,
+    /// Copies of the predictor along `log`, each after every event up to its key (keys
+    /// increasing, after `base_key`); made only while events are handed again (a
+    /// wind-back, a build), never from the predictor answering queries (it is moved on
+    /// to instants between events).
+    marks: VecDeque<(FeedKey, QueuePredictor)>,
+}
+
+impl Rewind {
+    /// Seconds of events between two copies along the log.
+    fn mark_every_s(&self) -> i64 {
+        (self.horizon_s / MARKS).max(1)
+    }
 }
 
 /// What handing a batch to a predictor gave.
@@ -160,6 +210,8 @@ pub(super) struct Handed {
     /// The predictor was wound back and handed its latest events again (it has not
     /// been moved on to any instant since).
     pub rewound: bool,
+    /// Events handed again after a wind-back.
+    pub reapplied: usize,
 }
 
 impl Handed {
@@ -230,9 +282,16 @@ impl Feeder {
         }
         let base_key = events.last().map(|e| e.key);
         let base = horizon_s.map(|_| this.predictor.clone());
-        for (i, a) in apply(&mut this.predictor, &log, |e| {
-            horizon_s.is_some() || e.bound.is_none()
-        }) {
+        let mut marks = VecDeque::new();
+        let since = events.last().or(log.first()).map_or(newest, Fed::time);
+        let every = horizon_s.map_or(i64::MAX, |h| (h / MARKS).max(1));
+        for (i, a) in apply_marking(
+            &mut this.predictor,
+            &log,
+            |e| horizon_s.is_some() || e.bound.is_none(),
+            &mut marks,
+            (since, every, i64::MIN),
+        ) {
             out.take(&mut log[i], &a);
         }
         this.fed = log.last().map(|e| e.key).or(base_key);
@@ -242,6 +301,7 @@ impl Feeder {
                 base_key,
                 log: log.into(),
                 horizon_s: h,
+                marks,
             });
         }
         (this, out)
@@ -276,10 +336,32 @@ impl Feeder {
                 let mut merged = std::mem::take(&mut r.log);
                 merged.extend(events);
                 merged.make_contiguous().sort_by_key(|e| e.key);
-                let mut p = r.base.clone();
+                // Handed again from the latest copy made before the first late event
+                // (later ones lack it).
+                while r.marks.back().is_some_and(|(k, _)| *k >= first) {
+                    r.marks.pop_back();
+                }
+                let (from_key, mut p) = match r.marks.back() {
+                    Some((k, m)) => (Some(*k), m.clone()),
+                    None => (r.base_key, r.base.clone()),
+                };
+                let from = from_key.map_or(0, |k| merged.partition_point(|e| e.key <= k));
+                let tail = &merged.make_contiguous()[from..];
+                let since =
+                    from_key.map_or_else(|| tail.first().map_or(i64::MIN, Fed::time), |k| k.0);
+                let every = r.mark_every_s();
+                let keep_from = newest.0.saturating_sub(r.horizon_s);
                 // Arrivals before the first late event were answered on the same news.
-                for (i, a) in apply(&mut p, merged.make_contiguous(), |e| e.key >= first) {
-                    out.take(&mut merged[i], &a);
+                let answers = apply_marking(
+                    &mut p,
+                    tail,
+                    |e| e.key >= first,
+                    &mut r.marks,
+                    (since, every, keep_from),
+                );
+                out.reapplied = tail.len();
+                for (i, a) in answers {
+                    out.take(&mut merged[from + i], &a);
                 }
                 self.predictor = p;
                 r.log = merged;
@@ -312,8 +394,20 @@ impl Feeder {
         if cut == 0 {
             return;
         }
+        // The latest copy made within what moves out of the log becomes the base.
+        let last_out = r.log[cut - 1].key;
+        while let Some((k, _)) = r.marks.front() {
+            if *k > last_out {
+                break;
+            }
+            let (k, m) = r.marks.pop_front().expect("a front");
+            (r.base_key, r.base) = (Some(k), m);
+        }
         let old: Vec<Fed> = r.log.drain(..cut).collect();
-        apply(&mut r.base, &old, |_| false);
+        let from = r
+            .base_key
+            .map_or(0, |b| old.partition_point(|e| e.key <= b));
+        apply(&mut r.base, &old[from..], |_| false);
         r.base_key = old.last().map(|e| e.key);
     }
 }
@@ -376,6 +470,47 @@ mod tests {
             .map(|e| (e.job as i64, e.kind == EventKind::Start))
             .collect();
         assert_eq!(keyed, stream);
+    }
+
+    /// A job told of late, a little: handed again from a copy made close before it,
+    /// not from the far end of the horizon, the predictor ends as if told in order.
+    #[test]
+    fn a_little_late_news_is_handed_again_from_a_copy_close_by() {
+        let jobs = jobs(3000);
+        let config = Config::default();
+        let all = all_events(&jobs);
+        let (whole, want) = Feeder::build(
+            QueuePredictor::new(config.clone()).unwrap(),
+            all.clone(),
+            None,
+        );
+        let late_id = jobs.len() as i64 - 40;
+        let (late, told): (Vec<Fed>, Vec<Fed>) = all.into_iter().partition(|e| e.key.3 == late_id);
+        let (mut live, _) =
+            Feeder::build(QueuePredictor::new(config).unwrap(), told, Some(200_000));
+        let r = live.rewind.as_ref().unwrap();
+        let (logged, marks) = (r.log.len(), r.marks.len());
+        assert!(
+            (MARKS as usize / 2..=MARKS as usize + 1).contains(&marks),
+            "{marks} copies"
+        );
+        let handed = live.hand(late);
+        assert!(handed.rewound);
+        assert!(
+            handed.reapplied * 4 < logged,
+            "{} of {logged} events handed again",
+            handed.reapplied
+        );
+        let want_bound = want.bounds.iter().find(|b| b.id == late_id).unwrap();
+        assert_eq!(handed.bounds, vec![want_bound.clone()]);
+        let at = jobs.iter().filter_map(|j| j.start).max().unwrap() + 1;
+        for k in 0..6 {
+            assert_eq!(
+                live.predictor.bound(at, shape(k), 0.95, 0.95),
+                whole.predictor.bound(at, shape(k), 0.95, 0.95)
+            );
+        }
+        assert_eq!(live.predictor.state(at), whole.predictor.state(at));
     }
 
     /// Jobs told of at their start, in polls: every poll reaches back; the predictor is
