@@ -49,7 +49,7 @@
 //! Engine configuration: the replay's default (`--features all`, binomial method).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -296,7 +296,41 @@ struct SiteEntry {
     feeding: tokio::sync::Mutex<()>,
 }
 
+/// Leaves a site's queues to be built again from the store when dropped while `handed`
+/// is set (see [`Predictors::ingest`]).
+struct StaleUnlessTaken<'a> {
+    entry: &'a SiteEntry,
+    handed: AtomicBool,
+}
+
+impl Drop for StaleUnlessTaken<'_> {
+    fn drop(&mut self) {
+        if *self.handed.get_mut() {
+            self.entry.leave_stale(|horizon| horizon);
+        }
+    }
+}
+
 impl SiteEntry {
+    /// Leaves every queue of the site to be built again from the store before its next
+    /// batch, its copy trailing by `horizon(h)` for the `h` it keeps now (0: none).
+    fn leave_stale(&self, horizon: impl Fn(i64) -> i64) {
+        for q in self
+            .queues
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
+            let h = q
+                .live
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .feeder
+                .horizon_s();
+            q.stale.fetch_max(horizon(h), Ordering::AcqRel);
+        }
+    }
+
     fn new(kind: SiteKind) -> Self {
         Self {
             kind,
@@ -581,17 +615,26 @@ impl Predictors {
         let entry = self.site_entry(site);
         let _feeding = entry.feeding.lock().await;
         // Queues an earlier batch left to be built again are built before this one is
-        // handed to them.
-        self.rebuild_stale(store, site, &entry, queues).await?;
+        // handed to them (if that fails, the batch is handed anyway and they stay to be
+        // built again: a rebuild that keeps failing does not stop the site's news).
+        if let Err(e) = self.rebuild_stale(store, site, &entry, queues).await {
+            tracing::warn!(site = %site.name, error = %e, "predictors not built again yet");
+        }
         // The store works out what changed and hands it over before it writes, so each
         // new job is written once, with its bound (one write instead of two).
         // Bounds at submission stored before that late news changed (written once the
         // batch is).
         let mut corrected = Vec::new();
-        let mut handed = false;
+        // The predictors handed a batch the store does not take (it fails, or the
+        // caller gives up waiting: the transaction rolls back) are built again from what
+        // it holds, whether the source sends the batch again or not.
+        let untaken = StaleUnlessTaken {
+            entry: &entry,
+            handed: AtomicBool::new(false),
+        };
         let written = store
             .ingest_jobs(records, |changed| {
-                handed = true;
+                untaken.handed.store(true, Ordering::Release);
                 let (moved, mut departures) = self.leave_other_queues(site, queues, changed);
                 let mut bounds = Vec::new();
                 for queue in queues {
@@ -621,25 +664,22 @@ impl Predictors {
             })
             .await;
         let changed = match written {
-            Ok(changed) => changed,
+            Ok(changed) => {
+                untaken.handed.store(false, Ordering::Release);
+                changed
+            }
             Err(e) => {
-                if handed {
-                    // The predictors were handed what the store did not take: they are
-                    // built again from what it holds before the next batch (a source
-                    // sends the batch again, or may not).
-                    for q in entry
-                        .queues
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .values()
-                    {
-                        let horizon = q
-                            .live
-                            .read()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .feeder
-                            .horizon_s();
-                        q.stale.fetch_max(horizon, Ordering::AcqRel);
+                if untaken.handed.swap(false, Ordering::AcqRel) {
+                    entry.leave_stale(|horizon| horizon);
+                    // Now, so that no answer counts what the store lacks until the next
+                    // batch (with the store gone, the next batch does it).
+                    if let Err(again) = self.rebuild_stale(store, site, &entry, queues).await {
+                        tracing::warn!(
+                            site = %site.name,
+                            error = %again,
+                            "predictors handed a batch the store did not take are built \
+                             again before the next batch"
+                        );
                     }
                 }
                 return Err(e);
@@ -647,20 +687,13 @@ impl Predictors {
         };
         for chunk in corrected.chunks(REBUILD_PAGE as usize) {
             if let Err(e) = store.correct_bounds(chunk).await {
-                // The batch is stored; the corrections are made again by a rebuild on
-                // the next batch (it asks the bounds within the copy's reach again).
-                for q in queues.iter().filter_map(|q| entry.queue(&q.name)) {
-                    let horizon = q
-                        .live
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .feeder
-                        .horizon_s();
-                    // Twice: the copy may have moved on past the first
-                    // arrival corrected.
-                    let reach = horizon.max(super::feed::MIN_HORIZON_S).saturating_mul(2);
-                    q.stale.fetch_max(reach, Ordering::AcqRel);
-                }
+                // The batch is stored; the corrections are made again by a rebuild
+                // before the next batch (it asks the bounds within the copy's reach
+                // again; twice the horizon: the copy may have moved on past the first
+                // arrival corrected).
+                entry.leave_stale(|horizon| {
+                    horizon.max(super::feed::MIN_HORIZON_S).saturating_mul(2)
+                });
                 return Err(e);
             }
         }

@@ -742,6 +742,54 @@ async fn a_poll_that_moves_a_job_hands_each_queue_its_part_in_order() {
     with_store(db.url(), MovedInOnePoll).await.unwrap();
 }
 
+/// The stored jobs of `queue` (of site `name`), after checking that the live predictor
+/// holds them and no more at `now`: it waits for and has seen start what the store
+/// does, and answers as a rebuild from the store.
+async fn assert_holds_what_the_store_holds<S: Store>(
+    store: &S,
+    live: &Predictors,
+    name: &str,
+    queue: &Queue,
+    now: i64,
+) -> Vec<Job> {
+    let jobs: Vec<Job> = stream_jobs(store, queue.id, 1000)
+        .try_collect()
+        .await
+        .unwrap();
+    let (rebuilt, report) = Predictors::rebuild(store, |_| {}).await.unwrap();
+    assert_eq!(report.bounds_recorded, 0, "every bound stored at ingest");
+    let rebuilt = rebuilt.with_clock(Arc::new(FixedClock::at(now)));
+    let (state, at) = live.state(name, "batch").unwrap();
+    assert_eq!(at, now);
+    let started = jobs.iter().filter(|j| j.start_time.is_some()).count();
+    assert_eq!(
+        (state.observed, state.pending),
+        (started as u64, jobs.len() - started),
+        "the predictor holds what the store holds"
+    );
+    assert_eq!(Some((state, now)), rebuilt.state(name, "batch"));
+    for s in [
+        JobShape {
+            nodes: 1,
+            walltime_s: 600,
+        },
+        JobShape {
+            nodes: 8,
+            walltime_s: 3000,
+        },
+    ] {
+        assert_eq!(
+            live.bound(name, "batch", s, 0.95, 0.95).unwrap(),
+            rebuilt.bound(name, "batch", s, 0.95, 0.95).unwrap()
+        );
+    }
+    assert_eq!(
+        live.clusters(name, "batch"),
+        rebuilt.clusters(name, "batch")
+    );
+    jobs
+}
+
 /// Makes the store refuse to insert the job `job_id` (a trigger raises), so a batch
 /// carrying it fails after the predictors were handed it; `None` lifts that.
 async fn refuse_insert_of(url: &str, job_id: Option<&str>) {
@@ -824,44 +872,10 @@ impl StoreTask for UntakenBatches {
         }
         let now = t0 + 60 * n;
         clock.set(now);
-
-        let jobs: Vec<Job> = stream_jobs(&store, queue.id, 1000)
-            .try_collect()
-            .await
-            .unwrap();
+        let jobs = assert_holds_what_the_store_holds(&store, &live, "untaken", &queue, now).await;
         // The lost batch's new job came back with its start; the starts it carried
         // were never heard of again: those jobs are still waiting as far as anyone knows.
         assert_eq!(jobs.len(), n as usize);
-        let started = jobs.iter().filter(|j| j.start_time.is_some()).count();
-        let (rebuilt, report) = Predictors::rebuild(&store, |_| {}).await.unwrap();
-        assert_eq!(report.bounds_recorded, 0, "every bound stored at ingest");
-        let rebuilt = rebuilt.with_clock(Arc::new(clock.clone()));
-        let (state, _) = live.state("untaken", "batch").unwrap();
-        assert_eq!(
-            (state.observed, state.pending),
-            (started as u64, jobs.len() - started),
-            "the predictor holds what the store holds"
-        );
-        assert_eq!(Some((state, now)), rebuilt.state("untaken", "batch"));
-        for s in [
-            JobShape {
-                nodes: 1,
-                walltime_s: 600,
-            },
-            JobShape {
-                nodes: 8,
-                walltime_s: 3000,
-            },
-        ] {
-            assert_eq!(
-                live.bound("untaken", "batch", s, 0.95, 0.95).unwrap(),
-                rebuilt.bound("untaken", "batch", s, 0.95, 0.95).unwrap()
-            );
-        }
-        assert_eq!(
-            live.clusters("untaken", "batch"),
-            rebuilt.clusters("untaken", "batch")
-        );
         let slot = live.slot("untaken", "batch").unwrap();
         assert_eq!(
             (slot.rewinds, slot.rebuilds),
@@ -886,4 +900,76 @@ async fn batches_the_store_did_not_take_leave_no_trace_in_the_predictor_on_postg
     let db = TestDb::postgres(&admin).await;
     let url = db.url().to_string();
     with_store(db.url(), UntakenBatches { url }).await.unwrap();
+}
+
+/// A push whose caller gives up while the store waits to write it (the HTTP handler's
+/// future dropped mid-transaction, which rolls back) leaves no trace in the predictor
+/// either: the table is locked by another session so that the write waits; the batch
+/// is dropped once the predictor holds its new job, and never sent again.
+#[tokio::test]
+async fn a_batch_given_up_while_the_store_writes_it_leaves_no_trace_in_the_predictor() {
+    use sqlx::Connection;
+    let admin = crate::support::postgres_url()
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let db = TestDb::postgres(&admin).await;
+    let store = qbets::store::PgStore::connect(db.url()).await.unwrap();
+    store.migrate().await.unwrap();
+    let (site, queue) = live_batch_queue(&store, "given-up").await;
+    let t0 = 1_700_000_000;
+    let clock = FixedClock::at(t0);
+    let live = Predictors::new().with_clock(Arc::new(clock.clone()));
+    let wait = |k: i64| (k * 53) % 400;
+    let (n, given_up) = (90i64, 45i64);
+    // Job 45 is never heard of again: only the predictor could remember it.
+    let mut reported: Vec<bool> = (0..n).map(|k| k == given_up).collect();
+    let pending = |live: &Predictors| live.state("given-up", "batch").map(|(s, _)| s.pending);
+    for k in 0..n {
+        let now = t0 + 60 * k;
+        clock.set(now);
+        let arrival = one_node(&site, &queue, &format!("j{k}"), now, None);
+        if k == given_up {
+            let before = pending(&live);
+            let mut locker = sqlx::PgConnection::connect(db.url()).await.unwrap();
+            sqlx::raw_sql("BEGIN; LOCK TABLE jobs IN SHARE MODE;")
+                .execute(&mut locker)
+                .await
+                .unwrap();
+            let batch = [arrival];
+            let ingest = live.ingest(&store, &site, std::slice::from_ref(&queue), &batch);
+            tokio::select! {
+                done = ingest => panic!("the write went through a locked table: {done:?}"),
+                () = async {
+                    while pending(&live) == before {
+                        tokio::task::yield_now().await;
+                    }
+                } => {}
+            }
+            sqlx::raw_sql("ROLLBACK;")
+                .execute(&mut locker)
+                .await
+                .unwrap();
+            continue;
+        }
+        let mut batch = vec![arrival];
+        for j in 0..k {
+            let s = t0 + 60 * j + wait(j);
+            if !reported[j as usize] && s <= now {
+                reported[j as usize] = true;
+                batch.push(one_node(
+                    &site,
+                    &queue,
+                    &format!("j{j}"),
+                    t0 + 60 * j,
+                    Some(s),
+                ));
+            }
+        }
+        live.ingest(&store, &site, std::slice::from_ref(&queue), &batch)
+            .await
+            .unwrap();
+    }
+    let now = t0 + 60 * n;
+    clock.set(now);
+    let jobs = assert_holds_what_the_store_holds(&store, &live, "given-up", &queue, now).await;
+    assert_eq!(jobs.len(), n as usize - 1, "all but the job given up");
 }
