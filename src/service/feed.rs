@@ -189,11 +189,9 @@ pub(super) struct Rewind {
     marks: VecDeque<(FeedKey, QueuePredictor)>,
 }
 
-impl Rewind {
-    /// Seconds of events between two copies along the log.
-    fn mark_every_s(&self) -> i64 {
-        (self.horizon_s / MARKS).max(1)
-    }
+/// Seconds of events between two copies along the log of a horizon `horizon_s` long.
+fn mark_every_s(horizon_s: i64) -> i64 {
+    (horizon_s / MARKS).max(1)
 }
 
 /// What handing a batch to a predictor gave.
@@ -284,7 +282,7 @@ impl Feeder {
         let base = horizon_s.map(|_| this.predictor.clone());
         let mut marks = VecDeque::new();
         let since = events.last().or(log.first()).map_or(newest, Fed::time);
-        let every = horizon_s.map_or(i64::MAX, |h| (h / MARKS).max(1));
+        let every = horizon_s.map_or(i64::MAX, mark_every_s);
         for (i, a) in apply_marking(
             &mut this.predictor,
             &log,
@@ -349,7 +347,7 @@ impl Feeder {
                 let tail = &merged.make_contiguous()[from..];
                 let since =
                     from_key.map_or_else(|| tail.first().map_or(i64::MIN, Fed::time), |k| k.0);
-                let every = r.mark_every_s();
+                let every = mark_every_s(r.horizon_s);
                 let keep_from = newest.0.saturating_sub(r.horizon_s);
                 // Arrivals before the first late event were answered on the same news.
                 let answers = apply_marking(
@@ -416,6 +414,8 @@ impl Feeder {
 mod tests {
     use super::*;
     use crate::engine::{Config, EventKind, event_stream};
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     fn shape(k: u64) -> JobShape {
         JobShape {
@@ -426,13 +426,8 @@ mod tests {
 
     /// Jobs with waits from a small generator, a burst of long ones in the middle.
     fn jobs(n: usize) -> Vec<JobRecord> {
-        let mut seed = 7u64;
-        let mut next = move |m: u64| {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 33) % m
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut next = move |m: u64| rng.random_range(0..m);
         let mut t = 1_000_000;
         (0..n)
             .map(|k| {

@@ -669,8 +669,9 @@ impl Predictors {
                 changed
             }
             Err(e) => {
-                if untaken.handed.swap(false, Ordering::AcqRel) {
-                    entry.leave_stale(|horizon| horizon);
+                let handed = untaken.handed.load(Ordering::Acquire);
+                drop(untaken);
+                if handed {
                     // Now, so that no answer counts what the store lacks until the next
                     // batch (with the store gone, the next batch does it).
                     if let Err(again) = self.rebuild_stale(store, site, &entry, queues).await {

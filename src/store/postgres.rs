@@ -55,6 +55,41 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// Writes bounds at submission: each to a job with none yet, or, given the
+    /// submission it is for, to the job still submitted then
+    /// ([`Store::set_bounds`], [`Store::correct_bounds`]).
+    async fn write_bounds<'a>(
+        &self,
+        bounds: impl Iterator<Item = (&'a JobBound, Option<i64>)>,
+    ) -> StoreResult<()> {
+        let (mut ids, mut values, mut statuses, mut submits) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (b, submit) in bounds {
+            ids.push(b.id);
+            values.push(b.bound_s);
+            statuses.push(b.status.as_str());
+            submits.push(submit);
+        }
+        if ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE jobs SET bound_s = u.bound_s, bound_status = u.status \
+             FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[]) \
+               AS u(id, bound_s, status, submit_time) \
+             WHERE jobs.id = u.id AND (jobs.submit_time = u.submit_time \
+               OR (u.submit_time IS NULL AND jobs.bound_status IS NULL))",
+        )
+        .bind(ids)
+        .bind(values)
+        .bind(statuses)
+        .bind(submits)
+        .execute(&self.pool)
+        .await
+        .map(|_| ())
+        .map_err(db_error)
+    }
+
     /// A second connection, when one is idle or the pool may open one; never waits on
     /// connections others hold (pushes each waiting for a second one could otherwise
     /// hold them all).
@@ -382,48 +417,12 @@ impl Store for PgStore {
     }
 
     async fn set_bounds(&self, bounds: &[JobBound]) -> StoreResult<()> {
-        if bounds.is_empty() {
-            return Ok(());
-        }
-        let ids: Vec<i64> = bounds.iter().map(|b| b.id).collect();
-        let values: Vec<Option<i64>> = bounds.iter().map(|b| b.bound_s).collect();
-        let statuses: Vec<&str> = bounds.iter().map(|b| b.status.as_str()).collect();
-        sqlx::query(
-            "UPDATE jobs SET bound_s = u.bound_s, bound_status = u.status \
-             FROM UNNEST($1::int8[], $2::int8[], $3::text[]) AS u(id, bound_s, status) \
-             WHERE jobs.id = u.id AND jobs.bound_status IS NULL",
-        )
-        .bind(ids)
-        .bind(values)
-        .bind(statuses)
-        .execute(&self.pool)
-        .await
-        .map(|_| ())
-        .map_err(db_error)
+        self.write_bounds(bounds.iter().map(|b| (b, None))).await
     }
 
     async fn correct_bounds(&self, bounds: &[(JobBound, i64)]) -> StoreResult<()> {
-        if bounds.is_empty() {
-            return Ok(());
-        }
-        let ids: Vec<i64> = bounds.iter().map(|(b, _)| b.id).collect();
-        let values: Vec<Option<i64>> = bounds.iter().map(|(b, _)| b.bound_s).collect();
-        let statuses: Vec<&str> = bounds.iter().map(|(b, _)| b.status.as_str()).collect();
-        let submits: Vec<i64> = bounds.iter().map(|(_, s)| *s).collect();
-        sqlx::query(
-            "UPDATE jobs SET bound_s = u.bound_s, bound_status = u.status \
-             FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[]) \
-               AS u(id, bound_s, status, submit_time) \
-             WHERE jobs.id = u.id AND jobs.submit_time = u.submit_time",
-        )
-        .bind(ids)
-        .bind(values)
-        .bind(statuses)
-        .bind(submits)
-        .execute(&self.pool)
-        .await
-        .map(|_| ())
-        .map_err(db_error)
+        self.write_bounds(bounds.iter().map(|(b, s)| (b, Some(*s))))
+            .await
     }
 
     async fn insert_rejects(&self, rejects: &[NewReject]) -> StoreResult<u64> {

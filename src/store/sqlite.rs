@@ -85,6 +85,31 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// Writes bounds at submission: each to a job with none yet, or, given the
+    /// submission it is for, to the job still submitted then
+    /// ([`Store::set_bounds`], [`Store::correct_bounds`]).
+    async fn write_bounds<'a>(
+        &self,
+        bounds: impl Iterator<Item = (&'a JobBound, Option<i64>)>,
+    ) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let mut tx = conn.begin().await.map_err(db_error)?;
+        for (b, submit) in bounds {
+            sqlx::query(
+                "UPDATE jobs SET bound_s = ?1, bound_status = ?2 WHERE id = ?3 \
+                 AND (submit_time = ?4 OR (?4 IS NULL AND bound_status IS NULL))",
+            )
+            .bind(b.bound_s)
+            .bind(&b.status)
+            .bind(b.id)
+            .bind(submit)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
     /// Opens (creating if missing) the database file a `sqlite:` URL names.
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let options = SqliteConnectOptions::from_str(url)
@@ -256,39 +281,12 @@ impl Store for SqliteStore {
     }
 
     async fn set_bounds(&self, bounds: &[JobBound]) -> StoreResult<()> {
-        let mut conn = self.pool.acquire().await.map_err(db_error)?;
-        let mut tx = conn.begin().await.map_err(db_error)?;
-        for b in bounds {
-            sqlx::query(
-                "UPDATE jobs SET bound_s = ?, bound_status = ? \
-                 WHERE id = ? AND bound_status IS NULL",
-            )
-            .bind(b.bound_s)
-            .bind(&b.status)
-            .bind(b.id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
-        }
-        tx.commit().await.map_err(db_error)
+        self.write_bounds(bounds.iter().map(|b| (b, None))).await
     }
 
     async fn correct_bounds(&self, bounds: &[(JobBound, i64)]) -> StoreResult<()> {
-        let mut conn = self.pool.acquire().await.map_err(db_error)?;
-        let mut tx = conn.begin().await.map_err(db_error)?;
-        for (b, submit) in bounds {
-            sqlx::query(
-                "UPDATE jobs SET bound_s = ?, bound_status = ? WHERE id = ? AND submit_time = ?",
-            )
-            .bind(b.bound_s)
-            .bind(&b.status)
-            .bind(b.id)
-            .bind(submit)
-            .execute(&mut *tx)
+        self.write_bounds(bounds.iter().map(|(b, s)| (b, Some(*s))))
             .await
-            .map_err(db_error)?;
-        }
-        tx.commit().await.map_err(db_error)
     }
 
     async fn insert_rejects(&self, rejects: &[NewReject]) -> StoreResult<u64> {

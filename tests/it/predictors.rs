@@ -17,6 +17,8 @@ use qbets::store::{
     Job, JobState, NewJob, NewQueue, Queue, REBUILD_PAGE, Site, Store, StoreTask, stream_jobs,
     with_store,
 };
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use crate::support::TestDb;
 
@@ -559,13 +561,8 @@ impl StoreTask for LateNews {
         let t0 = 1_700_000_000;
         // 2,400 jobs of many shapes (re-clustered every 1,000 waits), waits growing with
         // the size, a burst of long waits from job 1,200 on.
-        let mut seed = 42u64;
-        let mut next = move |m: u64| {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 33) % m
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(42);
+        let mut next = move |m: u64| rng.random_range(0..m);
         let mut submit = t0;
         let jobs: Vec<(String, i64, i64, i64, i64, i64)> = (0..2400)
             .map(|k| {
