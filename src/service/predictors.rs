@@ -297,15 +297,31 @@ struct SiteEntry {
 }
 
 /// Leaves a site's queues to be built again from the store when dropped while `handed`
-/// is set (see [`Predictors::ingest`]).
+/// is set (see [`Predictors::ingest`]), and its latest event where it was before the
+/// batch (the rebuild raises it again to what the store holds).
 struct StaleUnlessTaken<'a> {
     entry: &'a SiteEntry,
     handed: AtomicBool,
+    last_event: i64,
+}
+
+impl<'a> StaleUnlessTaken<'a> {
+    /// Taken while the site's feed is held, before the batch is handed over.
+    fn new(entry: &'a SiteEntry) -> Self {
+        Self {
+            entry,
+            handed: AtomicBool::new(false),
+            last_event: entry.last_event.load(Ordering::Acquire),
+        }
+    }
 }
 
 impl Drop for StaleUnlessTaken<'_> {
     fn drop(&mut self) {
         if *self.handed.get_mut() {
+            self.entry
+                .last_event
+                .store(self.last_event, Ordering::Release);
             self.entry.leave_stale(|horizon| horizon);
         }
     }
@@ -628,10 +644,7 @@ impl Predictors {
         // The predictors handed a batch the store does not take (it fails, or the
         // caller gives up waiting: the transaction rolls back) are built again from what
         // it holds, whether the source sends the batch again or not.
-        let untaken = StaleUnlessTaken {
-            entry: &entry,
-            handed: AtomicBool::new(false),
-        };
+        let untaken = StaleUnlessTaken::new(&entry);
         let written = store
             .ingest_jobs(records, |changed| {
                 untaken.handed.store(true, Ordering::Release);

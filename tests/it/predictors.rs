@@ -14,8 +14,8 @@ use qbets::engine::{JobRecord, JobShape, Status};
 use qbets::service::import::to_job;
 use qbets::service::{FixedClock, Predictors};
 use qbets::store::{
-    Job, JobState, NewJob, NewQueue, Queue, REBUILD_PAGE, Site, Store, StoreTask, stream_jobs,
-    with_store,
+    Job, JobState, NewJob, NewQueue, NewSite, Queue, REBUILD_PAGE, Site, SiteKind, Store,
+    StoreTask, stream_jobs, with_store,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -897,6 +897,98 @@ async fn batches_the_store_did_not_take_leave_no_trace_in_the_predictor_on_postg
     let db = TestDb::postgres(&admin).await;
     let url = db.url().to_string();
     with_store(db.url(), UntakenBatches { url }).await.unwrap();
+}
+
+/// A batch the store refused leaves an archive's latest event — the instant its
+/// answers speak for — where the stored jobs put it, not at a job it never held; sent
+/// again and taken, the batch moves it on.
+struct UntakenArchiveBatch {
+    url: String,
+}
+
+impl StoreTask for UntakenArchiveBatch {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        let site = store
+            .upsert_site(&NewSite {
+                name: "archive-untaken".into(),
+                kind: SiteKind::Archive,
+                description: String::new(),
+                time_zone: None,
+            })
+            .await
+            .unwrap();
+        let queue = store
+            .upsert_queue(
+                site.id,
+                &NewQueue {
+                    name: "batch".into(),
+                    max_walltime_s: None,
+                    max_nodes: None,
+                },
+            )
+            .await
+            .unwrap();
+        let done = |id: &str, submit: i64, wait: i64| NewJob {
+            end_time: Some(submit + wait + 300),
+            state: JobState::Completed,
+            ..one_node(&site, &queue, id, submit, Some(submit + wait))
+        };
+        let t0 = 1_600_000_000;
+        let history: Vec<NewJob> = (0..80)
+            .map(|k| done(&format!("j{k}"), t0 + 60 * k, (k * 41) % 500))
+            .collect();
+        let live = Predictors::new();
+        let queues = std::slice::from_ref(&queue);
+        live.ingest(&store, &site, queues, &history).await.unwrap();
+        let held = store.site_last_event(site.id).await.unwrap();
+        assert!(held.is_some());
+        assert_eq!(live.as_of("archive-untaken"), held);
+
+        let late = [done("late", t0 + 86_400, 120)];
+        refuse_insert_of(&self.url, Some("late")).await;
+        let refused = live.ingest(&store, &site, queues, &late).await;
+        assert!(refused.is_err(), "the batch was refused: {refused:?}");
+        refuse_insert_of(&self.url, None).await;
+        assert_eq!(store.site_last_event(site.id).await.unwrap(), held);
+        assert_eq!(
+            live.as_of("archive-untaken"),
+            held,
+            "the archive speaks for the jobs stored, not for the one refused"
+        );
+        let (rebuilt, _) = Predictors::rebuild(&store, |_| {}).await.unwrap();
+        assert_eq!(
+            live.state("archive-untaken", "batch"),
+            rebuilt.state("archive-untaken", "batch")
+        );
+
+        live.ingest(&store, &site, queues, &late).await.unwrap();
+        assert_eq!(live.as_of("archive-untaken"), Some(t0 + 86_400 + 120));
+        assert_eq!(
+            store.site_last_event(site.id).await.unwrap(),
+            live.as_of("archive-untaken")
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_batch_the_store_did_not_take_leaves_an_archive_as_of_its_stored_jobs_on_sqlite() {
+    let db = TestDb::sqlite();
+    let url = db.url().to_string();
+    with_store(db.url(), UntakenArchiveBatch { url })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_batch_the_store_did_not_take_leaves_an_archive_as_of_its_stored_jobs_on_postgres() {
+    let admin = crate::support::postgres_url()
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let db = TestDb::postgres(&admin).await;
+    let url = db.url().to_string();
+    with_store(db.url(), UntakenArchiveBatch { url })
+        .await
+        .unwrap();
 }
 
 /// A push whose caller gives up while the store waits to write it (the HTTP handler's
