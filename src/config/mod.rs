@@ -557,6 +557,16 @@ mod tests {
             "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\nwindow_s = 600\n",
             "sites[0].source.overlap_s",
         );
+        // Spans past any history, which the window arithmetic could not hold.
+        bad(
+            "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\n\
+             window_s = 9223372036854775808\n",
+            "sites[0].source.window_s",
+        );
+        bad(
+            "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\nbackfill_s = 400000000\n",
+            "sites[0].source.backfill_s",
+        );
         bad(
             "[[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\n\
              [[sites]]\nname = \"a\"\n[sites.source]\ntype = \"sacct\"\n",

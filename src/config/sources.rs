@@ -243,6 +243,20 @@ pub fn validate(sites: &[SiteConfig]) -> Result<(), (String, String)> {
                             .into(),
                     ));
                 }
+                // Spans of sacct's history: ten years is more than any accounting keeps.
+                const MAX_SPAN_S: u64 = 10 * 366 * 86_400;
+                for (name, v) in [
+                    ("window_s", s.window_s),
+                    ("overlap_s", s.overlap_s),
+                    ("backfill_s", s.backfill_s),
+                ] {
+                    if v > MAX_SPAN_S {
+                        return Err((
+                            at(&format!("source.{name}")),
+                            format!("{name} ({v}) must be at most {MAX_SPAN_S} (ten years)"),
+                        ));
+                    }
+                }
                 if s.window_s == 0 || s.timeout_s == 0 {
                     return Err((
                         at("source.window_s"),

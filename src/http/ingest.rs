@@ -24,7 +24,7 @@ use super::params::{
 };
 use super::sites::{DurationIn, find_site, job_state_schema};
 use crate::service::AppState;
-use crate::service::ingest::ingest;
+use crate::service::ingest::{future_reason, ingest};
 use crate::sources::{JobRecord, RecordReject};
 use crate::store::{JobState, SiteKind, SourceProgress, Store};
 
@@ -341,7 +341,7 @@ fn read_record(
     j: JobIn,
 ) -> Result<JobRecord, Vec<(Option<String>, String)>> {
     let mut errors = Vec::new();
-    if j.job_id.trim().is_empty() || j.job_id.len() > 128 {
+    if j.job_id.trim().is_empty() || j.job_id.chars().count() > 128 {
         errors.push((
             Some(at("job_id")),
             "must be 1 to 128 characters".to_string(),
@@ -448,6 +448,7 @@ pub async fn post_jobs<S: Store>(
         )));
     }
     let received = body.records.len();
+    let now = state.clock.now();
     let mut records = Vec::with_capacity(received);
     let mut rejects = Vec::new();
     let mut views = Vec::new();
@@ -463,7 +464,10 @@ pub async fn post_jobs<S: Store>(
         let result = parse_record(raw)
             .map_err(|(field, detail)| vec![(field.map(|f| at(&f)), detail)])
             .and_then(|j| read_record(&at, j))
-            .and_then(|r| r.checked().map_err(|e| vec![(None, e)]));
+            .and_then(|r| match r.from_the_future(now) {
+                Some((field, t)) => Err(vec![(Some(at(field)), future_reason(field, t, now))]),
+                None => r.checked(now).map_err(|e| vec![(None, e)]),
+            });
         match result {
             Ok(r) => records.push(r),
             Err(errors) => {
@@ -490,7 +494,6 @@ pub async fn post_jobs<S: Store>(
             }
         }
     }
-    let now = state.clock.now();
     let out = ingest(
         &state.store,
         &state.predictors,
@@ -527,6 +530,7 @@ pub async fn post_jobs<S: Store>(
 /// Parameters of `…/rejects`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct RejectsQuery {
     /// Most records returned, 1 to 10000 (default 100).
     #[param(value_type = Option<i64>, minimum = 1, maximum = 10000)]

@@ -50,6 +50,17 @@ pub struct IngestOutcome {
     pub last_record_at: Option<i64>,
 }
 
+/// Why a record whose `field` is `t`, later than the service's clock `now` allows, is
+/// kept aside.
+pub fn future_reason(field: &str, t: i64, now: i64) -> String {
+    format!(
+        "{field} {} is later than the service's clock ({}) by more than {} s",
+        super::format_unix(t),
+        super::format_unix(now),
+        crate::sources::CLOCK_SKEW_S
+    )
+}
+
 /// Writes one batch of records for `site` (see the module's description). `source`
 /// names where they came from, in rejects; `now` stamps the rejects.
 pub async fn ingest<S: Store>(
@@ -115,6 +126,16 @@ pub async fn ingest<S: Store>(
         let checked = job.validate();
         if let Err(reason) = checked {
             kept.push(reject_of(site, source, r, reason, now));
+            continue;
+        }
+        if let Some((field, t)) = r.from_the_future(now) {
+            kept.push(reject_of(
+                site,
+                source,
+                r,
+                future_reason(field, t, now),
+                now,
+            ));
             continue;
         }
         out.last_record_at = Some(

@@ -181,13 +181,17 @@ fn read_open(
         // The budget ended inside a line: finish that line, however long.
         std::io::BufRead::read_until(&mut reader, b'\n', &mut buf).map_err(cannot)?;
     }
-    if finished && !buf.is_empty() && buf.last() != Some(&b'\n') {
-        // No newline will come: the tail is the file's last line.
+    // No newline will come: the tail is the file's last line (a newline the file does
+    // not hold, not counted in the offset).
+    let added = finished && !buf.is_empty() && buf.last() != Some(&b'\n');
+    if added {
         buf.push(b'\n');
     }
-    // Only whole lines: a line still being written is read next time.
+    // Only whole lines: a line still being written is read next time. What was read is
+    // what the file holds, even past `len` (written since it was measured): the cursor
+    // moves past exactly the lines given.
     let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    let consumed = (whole as u64).min(len.saturating_sub(cursor.offset));
+    let consumed = whole as u64 - u64::from(added);
     let mut out = Lines {
         file: name.to_string(),
         // More is ready when the budget stopped the read, but not when what is left is
@@ -267,6 +271,36 @@ pub fn read_dir_lines(
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn lines_written_after_the_file_was_measured_are_counted() {
+        // Measured at 6 bytes (`a\nb\ncc`), then `c\n` written before the read: the read
+        // gives three lines and its cursor is past the third, not in its middle.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("acct");
+        std::fs::write(&path, "a\nb\nccc\n").unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let l = read_open(
+            f,
+            6,
+            &path,
+            "acct",
+            FileCursor::start_of("acct"),
+            1 << 20,
+            false,
+        )
+        .unwrap();
+        let want: Vec<(u64, String)> = vec![(1, "a".into()), (2, "b".into()), (3, "ccc".into())];
+        assert_eq!(l.lines, want);
+        assert_eq!((l.cursor.offset, l.cursor.line), (8, 3));
+        let next = read_lines(&path, "acct", l.cursor, 1 << 20).unwrap();
+        assert!(next.lines.is_empty(), "{:?}", next.lines);
+        // A finished file's unterminated last line: its missing newline is not counted.
+        std::fs::write(&path, "a\nlast").unwrap();
+        let l = read_lines_ending(&path, "acct", FileCursor::default(), 1 << 20, true).unwrap();
+        assert_eq!(l.lines.last(), Some(&(2, "last".to_string())));
+        assert_eq!(l.cursor.offset, 6);
+    }
 
     #[test]
     fn lines_are_read_whole_and_resumed() {

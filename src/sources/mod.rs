@@ -44,10 +44,16 @@ pub struct JobRecord {
     pub state: JobState,
 }
 
+/// How far past the service's clock a record's time may lie: a scheduler's clock and
+/// the service's may differ a little.
+pub const CLOCK_SKEW_S: i64 = 600;
+
 impl JobRecord {
-    /// The record, or what the store would refuse of it (times out of order or range,
-    /// sizes not positive), found where the record's line and text are still known.
-    pub fn checked(self) -> Result<Self, String> {
+    /// The record, or what the service would refuse of it (a queue name no URL can
+    /// carry, times out of order or range or later than `now` allows, sizes not
+    /// positive), found where the record's line and text are still known.
+    pub fn checked(self, now: i64) -> Result<Self, String> {
+        crate::service::check_name(&self.queue).map_err(|e| format!("queue: {e}"))?;
         crate::store::check_job(
             &self.job_id,
             self.submit_time,
@@ -55,8 +61,26 @@ impl JobRecord {
             self.end_time,
             self.nodes,
             self.walltime_s,
-        )
-        .map(|()| self)
+        )?;
+        match self.from_the_future(now) {
+            Some((field, t)) => Err(crate::service::ingest::future_reason(field, t, now)),
+            None => Ok(self),
+        }
+    }
+
+    /// The first of the record's times (`submit`, `start`, `end`) later than `now` by
+    /// more than [`CLOCK_SKEW_S`], with its name: a record that cannot be true yet (a
+    /// scheduler's clock far ahead, a date mistyped). Stored, it would be a wait of years
+    /// in the history and a queue whose news all came late.
+    pub fn from_the_future(&self, now: i64) -> Option<(&'static str, i64)> {
+        let latest = now.saturating_add(CLOCK_SKEW_S);
+        [
+            ("submit", Some(self.submit_time)),
+            ("start", self.start_time),
+            ("end", self.end_time),
+        ]
+        .into_iter()
+        .find_map(|(name, t)| t.filter(|&t| t > latest).map(|t| (name, t)))
     }
 
     /// The latest event this record tells of (submit, start or end).
@@ -110,16 +134,17 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// Takes what one line parsed to: a record, nothing (`Ok(None)`: a comment, a
-    /// line of no job) or the reason it could not be read. A record the store would
-    /// refuse is kept aside here too, so that its reject keeps the line; `reject` makes
-    /// a reject from a reason.
+    /// Takes what one line read at `now` parsed to: a record, nothing (`Ok(None)`: a
+    /// comment, a line of no job) or the reason it could not be read. A record the
+    /// service would refuse is kept aside here too, so that its reject keeps the line;
+    /// `reject` makes a reject from a reason.
     pub fn take(
         &mut self,
         parsed: Result<Option<JobRecord>, String>,
+        now: i64,
         reject: impl FnOnce(String) -> RecordReject,
     ) {
-        match parsed.and_then(|r| r.map(JobRecord::checked).transpose()) {
+        match parsed.and_then(|r| r.map(|r| r.checked(now)).transpose()) {
             Ok(Some(r)) => self.records.push(r),
             Ok(None) => {}
             Err(reason) => self.rejects.push(reject(reason)),

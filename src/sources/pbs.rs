@@ -136,8 +136,9 @@ fn size(kv: &HashMap<&str, &str>) -> Result<Option<i64>, String> {
     Ok(None)
 }
 
-/// Reads lines into a batch (records and rejects with their line numbers).
-pub fn read_lines(lines: &[(u64, String)]) -> Batch {
+/// Reads lines, read at `now`, into a batch (records and rejects with their line
+/// numbers).
+pub fn read_lines(lines: &[(u64, String)], now: i64) -> Batch {
     let mut batch = Batch::default();
     for (n, text) in lines {
         if text.trim().is_empty() {
@@ -147,7 +148,7 @@ pub fn read_lines(lines: &[(u64, String)]) -> Batch {
             PbsLine::Job(r) => Some(r),
             PbsLine::Skipped => None,
         });
-        batch.take(parsed, |reason| RecordReject {
+        batch.take(parsed, now, |reason| RecordReject {
             line: Some(*n as i64),
             raw: text.clone(),
             reason,
@@ -177,13 +178,13 @@ impl Source for PbsFollower {
         self.interval
     }
 
-    async fn poll(&mut self, cursor: Option<String>, _now: i64) -> Result<Batch, SourceError> {
+    async fn poll(&mut self, cursor: Option<String>, now: i64) -> Result<Batch, SourceError> {
         let dir = self.dir.clone();
         let cursor = FileCursor::from_text(cursor.as_deref());
         let lines = tokio::task::spawn_blocking(move || read_dir_lines(&dir, cursor, BUDGET))
             .await
             .map_err(SourceError::new)??;
-        let mut batch = read_lines(&lines.lines);
+        let mut batch = read_lines(&lines.lines, now);
         // Rejects name their file: line numbers restart each day.
         for r in &mut batch.rejects {
             r.raw = format!("{}:{}: {}", lines.file, r.line.unwrap_or(0), r.raw);
@@ -243,8 +244,11 @@ mod tests {
             E,
             "04/18/2024 10:05:00;E;11.pbs01;queue=workq qtime=200 start=100 end=300",
             "04/18/2024 10:05:00;E;12.pbs01;queue=workq qtime=100 start=200 end=300 Resource_List.nodect=0",
+            "04/18/2024 10:05:00;E;13.pbs01;queue=débug qtime=100 start=200 end=300",
+            "04/18/2024 10:05:00;S;14.pbs01;queue=workq qtime=1713434400 start=1713520800",
         ]);
-        let b = read_lines(&lines);
+        // Read on 2024-04-19 at 09:00: job 14 starts an hour later.
+        let b = read_lines(&lines, 1713517200);
         assert_eq!(b.records.len(), 3);
         // A size of 0 is no size, as sacct and Grid Engine report it.
         assert_eq!(
@@ -257,8 +261,17 @@ mod tests {
                 (Some(3), "expected DATE;TYPE;JOB_ID;ATTRIBUTES"),
                 (Some(4), "neither qtime nor ctime"),
                 (Some(5), "Resource_List.walltime=\"soon\" is not a duration"),
-                // What the store would refuse is kept aside with its line.
+                // What the service would refuse is kept aside with its line.
                 (Some(7), "start_time 100 is before submit_time 200"),
+                (
+                    Some(9),
+                    "queue: must be 1 to 64 letters, digits, '.', '_' or '-', got \"débug\""
+                ),
+                (
+                    Some(10),
+                    "start 2024-04-19T10:00:00Z is later than the service's clock \
+                     (2024-04-19T09:00:00Z) by more than 600 s"
+                ),
             ]
         );
         assert_eq!(b.rejects[0].raw, "garbage");

@@ -82,7 +82,8 @@ fn state(text: &str) -> JobState {
         "PENDING" | "REQUEUED" => JobState::Pending,
         "RUNNING" | "SUSPENDED" | "COMPLETING" | "RESIZING" => JobState::Running,
         "COMPLETED" => JobState::Completed,
-        "CANCELLED" => JobState::Cancelled,
+        // A federated job's copy on a cluster that did not run it: it left that queue.
+        "CANCELLED" | "REVOKED" => JobState::Cancelled,
         "FAILED" | "TIMEOUT" | "NODE_FAIL" | "PREEMPTED" | "BOOT_FAIL" | "DEADLINE"
         | "OUT_OF_MEMORY" => JobState::Failed,
         _ => JobState::Unknown,
@@ -161,11 +162,12 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
     }))
 }
 
-/// Reads a run's output into a batch (rejects carry their line number in the output).
-pub fn read_output(text: &str) -> Batch {
+/// Reads the output of a run at `now` into a batch (rejects carry their line number in
+/// the output).
+pub fn read_output(text: &str, now: i64) -> Batch {
     let mut batch = Batch::default();
     for (i, line) in text.lines().enumerate() {
-        batch.take(parse_line(line), |reason| RecordReject {
+        batch.take(parse_line(line), now, |reason| RecordReject {
             line: None,
             raw: line.to_string(),
             reason: format!("line {} of sacct's output: {reason}", i + 1),
@@ -184,10 +186,10 @@ pub fn next_window(
     backfill: i64,
 ) -> (i64, i64) {
     let from = match cursor {
-        Some(c) => (c - overlap).min(now),
-        None => now - backfill,
+        Some(c) => c.saturating_sub(overlap).min(now),
+        None => now.saturating_sub(backfill),
     };
-    (from, (from + window).min(now).max(from))
+    (from, from.saturating_add(window).min(now).max(from))
 }
 
 /// A `sacct` source.
@@ -244,7 +246,7 @@ impl Source for SacctRunner {
                 err.trim().chars().take(500).collect::<String>()
             )));
         }
-        let mut batch = read_output(&String::from_utf8_lossy(&out.stdout));
+        let mut batch = read_output(&String::from_utf8_lossy(&out.stdout), now);
         batch.cursor = Some(to.to_string());
         batch.more = to < now;
         Ok(batch)
@@ -274,7 +276,7 @@ mod tests {
 47|debug|1763712000
 48|debug|1763712000|1763712030|1763712090|00:10:00|1|COMPLETED|one
 ";
-        let b = read_output(text);
+        let b = read_output(text, 1_800_000_000);
         let got: Vec<_> = b
             .records
             .iter()
@@ -378,6 +380,29 @@ mod tests {
                 "line 12 of sacct's output: AllocNodes \"one\" is not a number",
             ]
         );
+    }
+
+    #[test]
+    fn states_that_leave_the_queue_end_the_wait() {
+        // A federated job's copy revoked on this cluster left the queue without running
+        // here: not a job waiting for ever.
+        let r = parse_line("88|debug|1700000000|None|1700000300|01:00:00|1|REVOKED|0")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (r.state, r.start_time, r.end_time),
+            (JobState::Cancelled, None, Some(1700000300))
+        );
+        for (name, want) in [
+            ("REQUEUED", JobState::Pending),
+            ("RESIZING", JobState::Running),
+            ("CANCELLED by 1000", JobState::Cancelled),
+            ("PREEMPTED", JobState::Failed),
+            ("OUT_OF_MEMORY", JobState::Failed),
+            ("SOMETHING_NEW", JobState::Unknown),
+        ] {
+            assert_eq!(state(name), want, "{name}");
+        }
     }
 
     #[test]

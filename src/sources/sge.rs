@@ -36,6 +36,10 @@ fn h_rt(category: &str) -> Result<Option<i64>, String> {
             .strip_prefix("h_rt=")
             .or_else(|| part.strip_prefix("hard_runtime="))
         {
+            // Grid Engine's "no limit".
+            if v.eq_ignore_ascii_case("infinity") {
+                return Ok(None);
+            }
             return parse_duration(v)
                 .filter(|s| *s > 0)
                 .map(Some)
@@ -45,15 +49,24 @@ fn h_rt(category: &str) -> Result<Option<i64>, String> {
     Ok(None)
 }
 
-/// Whether a colon-separated field continues a time value of the category: two digits
-/// (minutes or seconds) up to its end, a comma or a space (`00`, `00,h_vmem=2G`,
-/// `30 -pe mpi 8`). The field after the category, `iow`, is written with `%f`
-/// (`0.000000`); even a hand-made `0` is not taken for one.
-fn continues_a_time(field: &str) -> bool {
-    let b = field.as_bytes();
-    b.len() >= 2
-        && b[..2].iter().all(u8::is_ascii_digit)
-        && matches!(b.get(2), None | Some(b',' | b' '))
+/// Whether colon-separated field `next` continues the time value the category read so
+/// far (`sofar`) ends with: `sofar` ends in `name=` and fewer than three `:`-separated
+/// numbers (`h_rt=1`, `h_rt=0:10`), and `next` is one or two digits (minutes or
+/// seconds, as the user wrote them: `0`, `00`, `5`) up to its end, a comma or a space
+/// (`0`, `00,h_vmem=2G`, `30 -pe mpi 8`). The field after the category, `iow`, is
+/// written with `%f` (`0.000000`: `sge_write_rusage`), so it is never taken for one.
+fn continues_a_time(sofar: &str, next: &str) -> bool {
+    let token = sofar.rsplit([' ', ',']).next().unwrap_or("");
+    let Some((_, value)) = token.split_once('=') else {
+        return false;
+    };
+    let parts = value.split(':');
+    let number = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    if parts.clone().count() >= 3 || !parts.into_iter().all(number) {
+        return false;
+    }
+    let digits = next.bytes().take_while(u8::is_ascii_digit).count();
+    (1..=2).contains(&digits) && matches!(next.as_bytes().get(digits), None | Some(b',' | b' '))
 }
 
 /// Parses one accounting line (`Ok(None)` for a comment or an empty line).
@@ -92,16 +105,17 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
         .trim()
         .parse()
         .map_err(|_| format!("task_number {:?} is not a number", f[35]))?;
-    // The category (field 40) may itself hold colons (`-l h_rt=1:00:00`): a field that
-    // follows a digit and is two digits up to its end, a comma or a space continues a
-    // time value.
+    // The category (field 40) may itself hold colons (`-l h_rt=1:00:00`, `h_rt=1:0:0`):
+    // the fields that continue its time values are taken into it.
+    let mut category = f[39].to_string();
     let mut category_end = 39;
-    while f[category_end].ends_with(|c: char| c.is_ascii_digit())
-        && f.get(category_end + 1).is_some_and(|s| continues_a_time(s))
+    while let Some(next) = f.get(category_end + 1)
+        && continues_a_time(&category, next)
     {
+        category.push(':');
+        category.push_str(next);
         category_end += 1;
     }
-    let category = f[39..=category_end].join(":");
     let Some(submit) = time(f[8], "submission_time")? else {
         // The records of the tasks of a tightly integrated parallel job (`pe_taskid`
         // set) have no submission time: they are parts of the job's own record.
@@ -135,11 +149,12 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
     }))
 }
 
-/// Reads lines into a batch (records and rejects with their line numbers).
-pub fn read_lines(lines: &[(u64, String)]) -> Batch {
+/// Reads lines, read at `now`, into a batch (records and rejects with their line
+/// numbers).
+pub fn read_lines(lines: &[(u64, String)], now: i64) -> Batch {
     let mut batch = Batch::default();
     for (n, text) in lines {
-        batch.take(parse_line(text), |reason| RecordReject {
+        batch.take(parse_line(text), now, |reason| RecordReject {
             line: Some(*n as i64),
             raw: text.clone(),
             reason,
@@ -169,7 +184,7 @@ impl Source for SgeFollower {
         self.interval
     }
 
-    async fn poll(&mut self, cursor: Option<String>, _now: i64) -> Result<Batch, SourceError> {
+    async fn poll(&mut self, cursor: Option<String>, now: i64) -> Result<Batch, SourceError> {
         let path = self.path.clone();
         let cursor = FileCursor::from_text(cursor.as_deref()).unwrap_or_default();
         let lines = tokio::task::spawn_blocking(move || {
@@ -181,7 +196,7 @@ impl Source for SgeFollower {
         })
         .await
         .map_err(SourceError::new)??;
-        let mut batch = read_lines(&lines.lines);
+        let mut batch = read_lines(&lines.lines, now);
         batch.cursor = Some(lines.cursor.to_text());
         batch.more = lines.more;
         Ok(batch)
@@ -235,12 +250,44 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(r.walltime_s, Some(7200));
-        // An `iow` written as a bare `0` after a category ending in a number stays `iow`.
-        let r =
-            parse_line(&LINE.replace("-l h_rt=3600,h_vmem=2G -pe mpi 8:0.0:", "-l h_rt=600:0:"))
-                .unwrap()
-                .unwrap();
+        // No limit.
+        let r = parse_line(&LINE.replace("h_rt=3600", "h_rt=INFINITY"))
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.walltime_s, r.nodes), (None, Some(8)));
+        // Minutes and seconds as the user wrote them, one digit each.
+        for (h_rt, seconds) in [
+            ("1:0:0", 3600),
+            ("0:10:0", 600),
+            ("0:5:0", 300),
+            ("1:30:0", 5400),
+            ("24:0:0", 86_400),
+            ("10:5", 605),
+        ] {
+            for category in [
+                format!("-l h_rt={h_rt}"),
+                format!("-l h_rt={h_rt},h_vmem=2G -pe mpi 8"),
+                format!("-pe mpi 8 -l h_vmem=2G,h_rt={h_rt}"),
+            ] {
+                let line = LINE.replace(
+                    "-U users -q all.q -l h_rt=3600,h_vmem=2G -pe mpi 8",
+                    &category,
+                );
+                let r = parse_line(&line).unwrap().unwrap();
+                assert_eq!(r.walltime_s, Some(seconds), "{category}");
+            }
+        }
+        // The `iow` after a category ending in a number (`%f`: `0.000000`) stays `iow`,
+        // and a time has at most three parts.
+        let r = parse_line(&LINE.replace(
+            "-l h_rt=3600,h_vmem=2G -pe mpi 8:0.0:",
+            "-l h_rt=600:0.000000:",
+        ))
+        .unwrap()
+        .unwrap();
         assert_eq!(r.walltime_s, Some(600));
+        assert!(!continues_a_time("-l h_rt=1:0:0", "0"));
+        assert!(!continues_a_time("-pe mpi 8", "0"), "not a name=value time");
     }
 
     #[test]
@@ -267,7 +314,7 @@ mod tests {
             &LINE.replace("h_rt=3600", "h_rt=forever"),
             &LINE.replace(":mpi:8:0:", ":mpi:8:x:"),
         ]);
-        let b = read_lines(&lines);
+        let b = read_lines(&lines, 1_800_000_000);
         assert_eq!(b.records.len(), 1);
         assert_eq!(
             reasons(&b),

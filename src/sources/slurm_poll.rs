@@ -70,10 +70,14 @@ pub fn to_record(job: &SlurmJob) -> Result<JobRecord, String> {
 /// Rejects remembered as reported, at most.
 const MAX_SEEN_REJECTS: usize = 100_000;
 
-/// Reads a job list into records and rejects. `seen_rejects` keeps the ids (or raw
-/// text) of rejects already reported, so a bad record that stays in Slurm's list is
-/// kept aside once, not at every poll.
-pub fn read_list(list: &slurm_rest::JobList, seen_rejects: &mut HashSet<String>) -> Batch {
+/// Reads a job list, read at `now`, into records and rejects. `seen_rejects` keeps the
+/// ids (or raw text) of rejects already reported, so a bad record that stays in Slurm's
+/// list is kept aside once, not at every poll.
+pub fn read_list(
+    list: &slurm_rest::JobList,
+    now: i64,
+    seen_rejects: &mut HashSet<String>,
+) -> Batch {
     let mut batch = Batch::default();
     // Every job listed, read or not; none when a listed job has no id (then which
     // stored jobs are gone cannot be told).
@@ -94,7 +98,7 @@ pub fn read_list(list: &slurm_rest::JobList, seen_rejects: &mut HashSet<String>)
         seen_rejects.clear();
     }
     for job in &list.jobs {
-        match to_record(job).and_then(JobRecord::checked) {
+        match to_record(job).and_then(|r| r.checked(now)) {
             Ok(r) => batch.records.push(r),
             Err(reason) => {
                 let raw = serde_json::to_string(job).unwrap_or_default();
@@ -161,7 +165,7 @@ impl Source for SlurmRestPoller {
 
     async fn poll(&mut self, _cursor: Option<String>, now: i64) -> Result<Batch, SourceError> {
         let list = self.client.list_jobs().await.map_err(SourceError::new)?;
-        let mut batch = read_list(&list, &mut self.seen_rejects);
+        let mut batch = read_list(&list, now, &mut self.seen_rejects);
         batch.cursor = Some(now.to_string());
         Ok(batch)
     }
@@ -225,7 +229,7 @@ mod tests {
             jobs: vec![early],
             ..Default::default()
         };
-        let b = read_list(&list, &mut HashSet::new());
+        let b = read_list(&list, 1_800_000_000, &mut HashSet::new());
         assert_eq!(b.records, vec![]);
         assert_eq!(
             b.rejects[0].reason,
@@ -257,7 +261,7 @@ mod tests {
                 let Ok(list) = slurm_rest::model::parse_job_list(&body) else {
                     continue;
                 };
-                let batch = read_list(&list, &mut HashSet::new());
+                let batch = read_list(&list, 1_800_000_000, &mut HashSet::new());
                 assert_eq!(
                     batch.records.len() + batch.rejects.len(),
                     list.jobs.len() + list.rejected.len(),

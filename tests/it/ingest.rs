@@ -187,6 +187,43 @@ async fn push_story(app: TestApp) {
         "{out}"
     );
 
+    // A time later than the service's clock allows (a scheduler's clock far ahead, a
+    // date mistyped) is a reject naming the field; a little ahead is clock skew.
+    let now = TEST_NOW + 30;
+    let out = app
+        .json(
+            "POST",
+            "/v1/sites/hpc/jobs",
+            Some(&ingest),
+            &json!({"jobs": [
+                {"job_id": "6", "queue": "batch", "submit": iso(t), "start": "2099-01-01T00:00:00Z", "state": "running"},
+                {"job_id": "7", "queue": "batch", "submit": iso(now + 601), "state": "pending"},
+                {"job_id": "8", "queue": "batch", "submit": iso(t), "start": iso(now + 600), "state": "running"},
+            ]}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (&out["changed"], &out["rejected"]),
+        (&json!(1), &json!(2)),
+        "{out}"
+    );
+    assert_eq!(out["rejects"][0]["field"], "jobs[0].start", "{out}");
+    assert_eq!(out["rejects"][1]["field"], "jobs[1].submit", "{out}");
+    assert!(
+        out["rejects"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("later than the service's clock"),
+        "{out}"
+    );
+    let queues = app.get("/v1/sites/hpc/queues", None).await.json();
+    assert_eq!(
+        queues["queues"][0]["last_release"],
+        iso(now + 600),
+        "no release dated 2099: {queues}"
+    );
+
     // Not a JSON body at all, or the wrong media type: refused as a whole.
     app.raw(
         "POST",

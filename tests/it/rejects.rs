@@ -8,8 +8,8 @@ use std::time::Duration;
 use qbets::service::Predictors;
 use qbets::service::ingest::ingest;
 use qbets::sources::pbs::PbsFollower;
-use qbets::sources::{RecordReject, Source};
-use qbets::store::{NewSite, SiteKind, Store, StoreTask, with_store};
+use qbets::sources::{JobRecord, RecordReject, Source};
+use qbets::store::{JobState, NewSite, SiteKind, Store, StoreTask, with_store};
 
 use crate::support::TestDb;
 
@@ -122,6 +122,53 @@ impl StoreTask for Story {
                 "job 7: {\"job_state\":\"?\"}",
                 "job 8: {\"job_state\":\"?\"}"
             ]
+        );
+
+        // A record of a scheduler whose clock runs a day ahead: kept aside with why,
+        // not stored; ten minutes ahead is clock skew, stored.
+        let ahead = |id: &str, start: i64| JobRecord {
+            job_id: id.into(),
+            queue: "workq".into(),
+            submit_time: NOW - 60,
+            start_time: Some(start),
+            end_time: None,
+            nodes: Some(1),
+            walltime_s: Some(600),
+            state: JobState::Running,
+        };
+        let out = ingest(
+            &store,
+            &predictors,
+            &site,
+            "slurm",
+            &[ahead("9", NOW + 86_400), ahead("10", NOW + 600)],
+            &[],
+            NOW,
+        )
+        .await
+        .unwrap();
+        assert_eq!((out.valid, out.rejected), (1, 1), "{out:?}");
+        let kept = store.rejects(site.id, 0, 100).await.unwrap();
+        let last = kept.last().unwrap();
+        assert!(
+            last.reason
+                .contains("start 2024-01-03T00:00:00Z is later than the service's clock"),
+            "{last:?}"
+        );
+        let stored = qbets::store::stream_jobs(
+            &store,
+            store.queue(site.id, "workq").await.unwrap().unwrap().id,
+            100,
+        );
+        let ids: Vec<String> = futures_util::TryStreamExt::try_collect::<Vec<_>>(stored)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|j| j.job_id)
+            .collect();
+        assert!(
+            ids.contains(&"10".to_string()) && !ids.contains(&"9".to_string()),
+            "{ids:?}"
         );
     }
 }

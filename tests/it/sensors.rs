@@ -276,7 +276,7 @@ async fn pbs_story<S: Store>(store: &S) {
 
 fn sge_line(id: u32, submit: i64, start: i64, end: i64) -> String {
     format!(
-        "all.q:node01:users:alice:job:{id}:sge:0:{submit}:{start}:{end}:0:0:1:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:NONE:defaultdepartment:NONE:4:0:0:0:0:-l h_rt=600:0:NONE:0:0:0\n"
+        "all.q:node01:users:alice:job:{id}:sge:0:{submit}:{start}:{end}:0:0:1:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:NONE:defaultdepartment:NONE:4:0:0:0:0:-l h_rt=600:0.000000:NONE:0.000000:0:0\n"
     )
 }
 
