@@ -131,7 +131,7 @@ fn varq_plan(c: &mut Criterion) {
     use qbets::service::planning::PredictorOracle;
     let mut rng = Rng::new(11);
     let q = warmed(always_up(), 100_000, &mut rng);
-    let oracle = PredictorOracle::new(q.p.clone(), q.t, None);
+    let oracle = PredictorOracle::new(q.p.clone(), q.t);
     let req = VarqRequest {
         nodes: 16,
         walltime_s: 3600,

@@ -261,6 +261,7 @@ pub struct ClustersResponse {
 /// Parameters of `…/bound`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct BoundQuery {
     /// Requested nodes (or processors), at least 1.
     #[param(value_type = i64, minimum = 1, maximum = 100000000)]
@@ -279,6 +280,7 @@ pub struct BoundQuery {
 /// Parameters of `…/deadline`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct DeadlineQuery {
     /// Requested nodes (or processors), at least 1.
     #[param(value_type = i64, minimum = 1, maximum = 100000000)]
@@ -475,7 +477,7 @@ enum Deadline {
 }
 
 fn deadline(text: &str) -> Result<Deadline, String> {
-    if text.contains('T') || text.contains('t') {
+    if super::params::looks_like_a_time(text) || text.contains(['T', 't']) {
         return timestamp(text).map(Deadline::At);
     }
     walltime(text)

@@ -7,8 +7,8 @@
 
 use std::sync::OnceLock;
 
+use super::params::ApiPath;
 use axum::Router;
-use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -97,7 +97,7 @@ async fn index(headers: HeaderMap) -> Response {
     serve("index.html", &headers)
 }
 
-async fn file(Path(path): Path<String>, headers: HeaderMap) -> Response {
+async fn file(ApiPath(path): ApiPath<String>, headers: HeaderMap) -> Response {
     serve(&path, &headers)
 }
 

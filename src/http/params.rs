@@ -88,13 +88,24 @@ pub fn format_walltime(seconds: i64) -> String {
     }
 }
 
-/// Parses an RFC 3339 time (e.g. `2000-04-25T21:20:03Z`) to Unix seconds.
+/// Whether `text` is written as a date and time (`YYYY-MM-DD` then `T`, `t` or a space,
+/// RFC 3339 §5.6), not as a duration.
+pub fn looks_like_a_time(text: &str) -> bool {
+    let b = text.trim().as_bytes();
+    b.len() > 10 && b[4] == b'-' && b[7] == b'-' && matches!(b[10], b'T' | b't' | b' ')
+}
+
+/// Parses an RFC 3339 time (e.g. `2000-04-25T21:20:03Z`; `t` or a space may stand for
+/// the `T`) to Unix seconds.
 pub fn timestamp(text: &str) -> Result<i64, String> {
+    let bad = || format!("expected an RFC 3339 time such as 2024-05-01T12:00:00Z, got {text:?}");
+    // The parser reads any byte between date and time as their separator.
+    if !looks_like_a_time(text) {
+        return Err(bad());
+    }
     OffsetDateTime::parse(text.trim(), &Rfc3339)
         .map(|t| t.unix_timestamp())
-        .map_err(|_| {
-            format!("expected an RFC 3339 time such as 2024-05-01T12:00:00Z, got {text:?}")
-        })
+        .map_err(|_| bad())
 }
 
 /// Formats Unix seconds as RFC 3339 in UTC (`…Z`).
@@ -514,6 +525,20 @@ mod tests {
         assert_eq!(format_time(956_697_603), "2000-04-25T21:20:03Z");
         assert!(timestamp("2000-04-25").is_err());
         assert!(timestamp("yesterday").is_err());
+        // `t` or a space for the `T` (RFC 3339 §5.6); no other separator.
+        assert_eq!(timestamp("2000-04-25t21:20:03Z"), Ok(956_697_603));
+        assert_eq!(timestamp("2000-04-25 21:20:03Z"), Ok(956_697_603));
+        for other in [
+            "2000-04-25X21:20:03Z",
+            "2000-04-25/21:20:03Z",
+            "2000-04-25_21:20:03Z",
+        ] {
+            assert!(timestamp(other).is_err(), "{other}");
+        }
+        assert!(
+            !looks_like_a_time("1000-00:00:00"),
+            "a duration of 1000 days"
+        );
     }
 
     #[test]

@@ -17,8 +17,9 @@ use super::params::{
     ApiJson, ApiPath, Fields, format_time, format_walltime, object_only, timestamp,
 };
 use super::sites::DurationIn;
+use crate::plan::StartOracle;
 use crate::plan::covarq::{self, CoRefusal};
-use crate::plan::lifecycle::{ReservationState, RunMode};
+use crate::plan::lifecycle::{OnFailure, ReservationState, RunMode};
 use crate::plan::varq::{self, Decision, Mode, PointStatus, VarqPlan, VarqRequest};
 use crate::service::AppState;
 use crate::service::planning::{PredictorOracle, compute, oracle_for};
@@ -70,6 +71,14 @@ fn run_mode_schema() -> utoipa::openapi::Object {
     )
 }
 
+fn on_failure_schema() -> utoipa::openapi::Object {
+    names(
+        "What becomes of the remote job when the reservation fails (it had not started by \
+         start_at, or started late): `cancel` (default) or `keep` (it runs, late)",
+        [OnFailure::Cancel, OnFailure::Keep].map(OnFailure::as_str),
+    )
+}
+
 fn state_schema() -> utoipa::openapi::Object {
     names(
         "planned → submitted → started → succeeded | failed, or cancelled, refused, error",
@@ -85,6 +94,7 @@ fn point_status_schema() -> utoipa::openapi::Object {
             "insufficient_history",
             "maybe_down",
             "walltime_above_limit",
+            "nodes_above_limit",
         ],
     )
 }
@@ -161,6 +171,9 @@ pub struct ReservationIn {
     /// Hold the nodes until start_at (default) or run at once.
     #[schema(schema_with = run_mode_schema)]
     pub run_mode: Option<RunMode>,
+    /// Cancel the remote job when the reservation fails (default) or keep it.
+    #[schema(schema_with = on_failure_schema)]
+    pub on_failure: Option<OnFailure>,
 }
 
 /// One reservation of a co-allocation.
@@ -216,6 +229,10 @@ pub struct CovarqIn {
     /// For co-allocations: hold (default) or best effort.
     #[schema(schema_with = run_mode_schema)]
     pub run_mode: Option<RunMode>,
+    /// For co-allocations: cancel a request's remote job when that request fails
+    /// (default) or keep it.
+    #[schema(schema_with = on_failure_schema)]
+    pub on_failure: Option<OnFailure>,
 }
 
 object_only!(VarqIn, ReservationIn, CoItemIn, CandidateIn, CovarqIn);
@@ -349,6 +366,9 @@ pub struct ReservationView {
     /// Hold or best effort.
     #[schema(schema_with = run_mode_schema)]
     pub run_mode: RunMode,
+    /// Cancel or keep the remote job if the reservation fails.
+    #[schema(schema_with = on_failure_schema)]
+    pub on_failure: OnFailure,
     /// Where it stands.
     #[schema(schema_with = state_schema)]
     pub state: ReservationState,
@@ -393,6 +413,7 @@ fn reservation_view(r: Reservation, events: Option<Vec<ReservationEvent>>) -> Re
         step_s: q.step_s,
         command: q.command,
         run_mode: q.run_mode,
+        on_failure: q.on_failure,
         state: r.state,
         at_risk: r.at_risk,
         plan: r.plan.map(|p| StoredPlanView {
@@ -626,6 +647,7 @@ async fn varq_decision(
     oracle: PredictorOracle,
 ) -> ApiResult<(VarqPlan, Vec<varq::TrajectoryPoint>)> {
     let req = p.req.clone();
+    let max_nodes = oracle.max_nodes();
     let result = planned(move || varq::plan(&req, oracle.now(), &oracle))
         .await?
         .map_err(planner_errors)?;
@@ -639,9 +661,16 @@ async fn varq_decision(
                     b.probability,
                     format_time(b.submit_at)
                 ),
-                None => "no submission time before start_at is usable: the queue has too \
-                         little history for a job of this shape, may be down, or limits the walltime"
-                    .to_string(),
+                None => match max_nodes {
+                    Some(m) if u64::from(p.req.nodes) > m => format!(
+                        "the queue gives a job at most {m} nodes; {} were asked for",
+                        p.req.nodes
+                    ),
+                    _ => "no submission time before start_at is usable: the queue has too \
+                          little history for a job of this shape, may be down, or limits the \
+                          walltime"
+                        .to_string(),
+                },
             },
             best_probability: best.map(|b| b.probability),
             best_submit_at: best.map(|b| b.submit_at),
@@ -705,8 +734,12 @@ pub async fn post_varq_plan<S: Store>(
 }
 
 fn check_command(fields: &mut Fields, name: &str, command: &str) {
-    if command.trim().is_empty() || command.len() > 4096 || command.contains('\0') {
-        fields.refuse(name, "must be 1 to 4096 characters, without NUL");
+    // Characters, as the schema's maxLength counts them (not bytes).
+    if command.trim().is_empty() || command.chars().count() > 4096 || command.contains('\0') {
+        fields.refuse(
+            name,
+            "must be 1 to 4096 characters, not all blank, without NUL",
+        );
     }
 }
 
@@ -845,6 +878,7 @@ pub async fn post_reservation<S: Store>(
         step_s: parsed.req.step_s as i64,
         command: b.command,
         run_mode: b.run_mode.unwrap_or_default(),
+        on_failure: b.on_failure.unwrap_or_default(),
     };
     let made_with_key = async |key: &str| {
         state
@@ -1047,6 +1081,7 @@ fn parse_covarq(b: &CovarqIn, need_commands: bool) -> ApiResult<ParsedCo> {
     }
     let mut items = Vec::new();
     let mut commands = Vec::new();
+    let mut shared = std::collections::HashSet::new();
     for (i, r) in b.reservations.iter().enumerate() {
         let mut own = Fields::new();
         let parsed = parse_varq(
@@ -1063,12 +1098,15 @@ fn parse_covarq(b: &CovarqIn, need_commands: bool) -> ApiResult<ParsedCo> {
         );
         if let Err(ApiError::Invalid(errs)) = own.finish() {
             for e in errs {
-                let name = if e.field == "confidence" || e.field == "step" {
-                    e.field
+                // The request's own fields, checked with each reservation: each fault
+                // named once.
+                if e.field == "confidence" || e.field == "step" {
+                    if shared.insert((e.field.clone(), e.detail.clone())) {
+                        fields.refuse(&e.field, e.detail);
+                    }
                 } else {
-                    format!("reservations[{i}].{}", e.field)
-                };
-                fields.refuse(&name, e.detail);
+                    fields.refuse(&format!("reservations[{i}].{}", e.field), e.detail);
+                }
             }
         }
         match (&r.command, need_commands) {
@@ -1097,14 +1135,22 @@ fn parse_covarq(b: &CovarqIn, need_commands: bool) -> ApiResult<ParsedCo> {
 }
 
 /// Computes a CO-VARQ plan: each reservation's VARQ plan on each candidate, combined.
-async fn covarq_plan<S: Store>(
+/// The oracles of a CO-VARQ request's candidates, in order (404 for one not known).
+async fn candidate_oracles<S: Store>(
     state: &AppState<S>,
     co: &ParsedCo,
-) -> ApiResult<covarq::CoPlan<(String, String)>> {
+) -> ApiResult<Vec<PredictorOracle>> {
     let mut oracles = Vec::new();
     for (site, queue) in &co.candidates {
         oracles.push(oracle(state, site, queue).await?);
     }
+    Ok(oracles)
+}
+
+async fn covarq_plan(
+    co: &ParsedCo,
+    oracles: Vec<PredictorOracle>,
+) -> ApiResult<covarq::CoPlan<(String, String)>> {
     let points: u64 = co
         .items
         .iter()
@@ -1233,7 +1279,7 @@ pub async fn post_covarq_plan<S: Store>(
     ApiJson(b): ApiJson<CovarqIn>,
 ) -> ApiResult<Json<CovarqPlanOut>> {
     let co = parse_covarq(&b, false)?;
-    let plan = covarq_plan(&state, &co).await?;
+    let plan = covarq_plan(&co, candidate_oracles(&state, &co).await?).await?;
     Ok(Json(covarq_view(&plan, &co)))
 }
 
@@ -1254,6 +1300,7 @@ pub async fn post_covarq_plan<S: Store>(
         )),
         (status = 200, description = "The co-allocation this Idempotency-Key already made (a retried request), as it stands now", body = CoallocationOut),
         (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such site or queue among the candidates", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A candidate site takes no reservations, or the Idempotency-Key was used for other parameters", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A reservation cannot reach P_indep", body = Problem, content_type = "application/problem+json"),
     ),
@@ -1268,17 +1315,25 @@ pub async fn post_coallocation<S: Store>(
     let key = idempotency_key(&headers)?;
     let co = parse_covarq(&b, true)?;
     let owner = &caller.token.name;
-    let run_mode = b.run_mode.unwrap_or_default();
+    let (run_mode, on_failure) = (
+        b.run_mode.unwrap_or_default(),
+        b.on_failure.unwrap_or_default(),
+    );
     // With a key, the digest of what the request asks for, which a retry must match.
     let idempotency = key.map(|k| {
-        let digest = resv::request_digest(&serde_json::json!({
+        let mut asked = serde_json::json!({
             "reservations": co.items.iter().zip(&co.commands)
                 .map(|(p, command)| serde_json::json!({"request": p.req, "command": command}))
                 .collect::<Vec<_>>(),
             "candidates": co.candidates,
             "p_all": co.p_all,
             "run_mode": run_mode,
-        }));
+        });
+        // Only when asked for: a key used before the field existed keeps its digest.
+        if on_failure != OnFailure::default() {
+            asked["on_failure"] = serde_json::json!(on_failure);
+        }
+        let digest = resv::request_digest(&asked);
         (k, digest)
     });
     let made_with_key = async |key: &str| {
@@ -1292,6 +1347,8 @@ pub async fn post_coallocation<S: Store>(
     {
         return replayed_coallocation(&state, existing, k, digest).await;
     }
+    // Unknown candidates first (404), as for a single reservation.
+    let oracles = candidate_oracles(&state, &co).await?;
     for (site, _) in &co.candidates {
         if state.submitters.get(site).is_none() {
             return Err(ApiError::Conflict(format!(
@@ -1299,7 +1356,7 @@ pub async fn post_coallocation<S: Store>(
             )));
         }
     }
-    let plan = covarq_plan(&state, &co).await?;
+    let plan = covarq_plan(&co, oracles).await?;
     let now = state.clock.now();
     let uid = new_uid("c");
     let mut members = Vec::new();
@@ -1322,6 +1379,7 @@ pub async fn post_coallocation<S: Store>(
                     step_s: item.req.step_s as i64,
                     command: co.commands[r.reservation].clone(),
                     run_mode,
+                    on_failure,
                 },
                 state: ReservationState::Planned,
                 plan: Some(plan_fields(&q.plan)),

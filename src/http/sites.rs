@@ -145,6 +145,7 @@ pub struct QueuesResponse {
 /// Parameters of `…/waits`. Times are RFC 3339; the window is `[since, until)`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct WaitsQuery {
     /// Start of the window (default: `until` minus one day).
     #[param(value_type = Option<String>, format = DateTime)]

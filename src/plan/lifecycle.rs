@@ -122,6 +122,36 @@ impl RunMode {
     }
 }
 
+/// What becomes of the placeholder job when the reservation fails (it had not started
+/// by `start_at`, or started late): `varq.md`, "cancel it unless the user asked to keep
+/// it".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    /// Cancel it, so that it spends no allocation once it is of no use (the default).
+    #[default]
+    Cancel,
+    /// Leave it to the scheduler: it runs the command when it starts, late.
+    Keep,
+}
+
+impl OnFailure {
+    /// The name used in the API and the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Cancel => "cancel",
+            OnFailure::Keep => "keep",
+        }
+    }
+
+    /// Parses the name used in the API and the store.
+    pub fn parse(s: &str) -> Option<Self> {
+        [OnFailure::Cancel, OnFailure::Keep]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+}
+
 /// What the remote scheduler says of the placeholder job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteJob {

@@ -45,6 +45,11 @@ pub trait StartOracle {
     fn max_walltime_s(&self) -> Option<u64> {
         None
     }
+
+    /// The most nodes a job of the queue may ask for, when known.
+    fn max_nodes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A request field that is out of range, named as the API names it.
@@ -86,6 +91,8 @@ pub struct PredictorAt<'a> {
     pub now: i64,
     /// The queue's maximum walltime, when known.
     pub max_walltime_s: Option<u64>,
+    /// The most nodes a job of the queue may ask for, when known.
+    pub max_nodes: Option<u64>,
 }
 
 impl StartOracle for PredictorAt<'_> {
@@ -112,6 +119,10 @@ impl StartOracle for PredictorAt<'_> {
 
     fn max_walltime_s(&self) -> Option<u64> {
         self.max_walltime_s
+    }
+
+    fn max_nodes(&self) -> Option<u64> {
+        self.max_nodes
     }
 }
 

@@ -122,6 +122,8 @@ pub enum PointStatus {
     MaybeDown,
     /// The advertised walltime exceeds the queue's maximum.
     WalltimeAboveLimit,
+    /// The job asks for more nodes than the queue gives one job.
+    NodesAboveLimit,
 }
 
 /// One candidate submission time of a probability trajectory (Figure 5.4).
@@ -165,7 +167,9 @@ pub fn point_at(
 ) -> TrajectoryPoint {
     let lead_s = (req.start_at - s).max(0) as u64;
     let advertised_walltime_s = req.walltime_s.saturating_add(lead_s);
-    let (probability, status) = if max_walltime_s.is_some_and(|m| advertised_walltime_s > m) {
+    let (probability, status) = if oracle.max_nodes().is_some_and(|m| u64::from(req.nodes) > m) {
+        (0.0, PointStatus::NodesAboveLimit)
+    } else if max_walltime_s.is_some_and(|m| advertised_walltime_s > m) {
         (0.0, PointStatus::WalltimeAboveLimit)
     } else {
         match oracle.start_probability(req.nodes, advertised_walltime_s, lead_s, req.confidence) {

@@ -20,16 +20,28 @@ pub struct PredictorOracle {
     predictor: QueuePredictor,
     now: i64,
     max_walltime_s: Option<u64>,
+    max_nodes: Option<u64>,
 }
 
 impl PredictorOracle {
-    /// An oracle on `predictor` at `now`, for a queue whose limit is `max_walltime_s`.
-    pub fn new(mut predictor: QueuePredictor, now: i64, max_walltime_s: Option<u64>) -> Self {
+    /// An oracle on `predictor` at `now`, for a queue without known limits.
+    pub fn new(mut predictor: QueuePredictor, now: i64) -> Self {
         predictor.advance(now);
         Self {
             predictor,
             now,
-            max_walltime_s,
+            max_walltime_s: None,
+            max_nodes: None,
+        }
+    }
+
+    /// An oracle on `predictor` at `now`, for `queue` (within its limits).
+    pub fn for_queue(predictor: QueuePredictor, now: i64, queue: &Queue) -> Self {
+        let limit = |l: Option<i64>| l.map(|m| m.max(0) as u64);
+        Self {
+            max_walltime_s: limit(queue.max_walltime_s),
+            max_nodes: limit(queue.max_nodes),
+            ..Self::new(predictor, now)
         }
     }
 
@@ -46,6 +58,7 @@ impl PredictorOracle {
             predictor: &self.predictor,
             now: self.now,
             max_walltime_s: self.max_walltime_s,
+            max_nodes: self.max_nodes,
         }
     }
 }
@@ -64,6 +77,10 @@ impl StartOracle for PredictorOracle {
 
     fn max_walltime_s(&self) -> Option<u64> {
         self.max_walltime_s
+    }
+
+    fn max_nodes(&self) -> Option<u64> {
+        self.max_nodes
     }
 }
 
@@ -91,11 +108,7 @@ pub async fn queue_oracle<S: Store>(
     }
     let predictor = QueuePredictor::from_jobs(EngineConfig::default(), &jobs)
         .map_err(|e| StoreError::Invalid(format!("engine configuration: {e}")))?;
-    Ok(PredictorOracle::new(
-        predictor,
-        now,
-        queue.max_walltime_s.map(|m| m.max(0) as u64),
-    ))
+    Ok(PredictorOracle::for_queue(predictor, now, queue))
 }
 
 /// The oracle of a site's queue: the live predictor's copy at the site's instant, or
@@ -107,11 +120,10 @@ pub async fn oracle_for<S: Store>(
     queue: &Queue,
     now: i64,
 ) -> StoreResult<PredictorOracle> {
-    let limit = queue.max_walltime_s.map(|m| m.max(0) as u64);
     if let Some(live) =
         predictors.and_then(|p| p.with_predictor(&site.name, &queue.name, |q, at| (q.clone(), at)))
     {
-        return Ok(PredictorOracle::new(live.0, live.1, limit));
+        return Ok(PredictorOracle::for_queue(live.0, live.1, queue));
     }
     queue_oracle(store, queue, now).await
 }

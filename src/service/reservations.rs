@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use crate::config::SiteConfig;
-use crate::plan::lifecycle::{self, RemoteJob, ReservationState};
+use crate::plan::lifecycle::{self, OnFailure, RemoteJob, ReservationState};
 use crate::plan::varq::{self, Replan, VarqPlan, VarqRequest};
 use crate::store::{PlanFields, Replanned, Reservation, Store, StoreError, Transition};
 use crate::submit::{RemoteRequest, RemoteStatus, SubmitError, Submitter};
@@ -686,14 +686,21 @@ impl<S: Store> Executor<S> {
                     ),
                     _ => format!("remote job {job_id} held its nodes at start_at"),
                 },
-                _ => match remote.started_at {
-                    Some(s) if s > r.request.start_at => format!(
-                        "remote job {job_id} started late, at {}",
-                        super::format_unix(s)
-                    ),
-                    Some(_) => format!("remote job {job_id} ended before start_at"),
-                    None => format!("start_at passed and remote job {job_id} had not started"),
-                },
+                _ => {
+                    let why = match remote.started_at {
+                        Some(s) if s > r.request.start_at => format!(
+                            "remote job {job_id} started late, at {}",
+                            super::format_unix(s)
+                        ),
+                        Some(_) => format!("remote job {job_id} ended before start_at"),
+                        None => format!("start_at passed and remote job {job_id} had not started"),
+                    };
+                    if r.request.on_failure == OnFailure::Keep && remote.ended_at.is_none() {
+                        format!("{why}; kept, as asked (on_failure: keep)")
+                    } else {
+                        why
+                    }
+                }
             };
             let t = Transition {
                 started_at: remote.started_at,
@@ -710,6 +717,7 @@ impl<S: Store> Executor<S> {
                 self.cancel_redundant(r, coalloc, index, now).await?;
             }
             if next == ReservationState::Failed
+                && r.request.on_failure == OnFailure::Cancel
                 && status.as_ref().is_some_and(|s| s.ended_at.is_none())
             {
                 cancel_remote(&self.store, &self.submitters, r, now).await?;

@@ -452,6 +452,7 @@ where
                 predictor: &d.predictor,
                 now: job.submit,
                 max_walltime_s: None,
+                max_nodes: None,
             };
             let plan = plan_latest(&req, job.submit, &oracle);
             let index = d.records.len();

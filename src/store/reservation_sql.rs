@@ -15,9 +15,9 @@ macro_rules! insert_reservation_in {
             "INSERT INTO reservations (uid, owner, site, queue, nodes, walltime_s, start_at, \
                min_probability, confidence, mode, step_s, command, run_mode, state, submit_at, \
                advertised_walltime_s, probability, at_risk, planned_at, coallocation_id, \
-               coalloc_index, created_at, updated_at, idempotency_key) \
+               coalloc_index, created_at, updated_at, idempotency_key, on_failure) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-               $18, $19, $20, $21, $19, $19, $22) RETURNING ",
+               $18, $19, $20, $21, $19, $19, $22, $23) RETURNING ",
             reservation_columns!()
         ))
         .bind(&q.uid)
@@ -42,6 +42,7 @@ macro_rules! insert_reservation_in {
         .bind(coallocation.map(|c| c.0))
         .bind(coallocation.map(|c| c.1))
         .bind(&r.idempotency_key)
+        .bind(q.on_failure.as_str())
         .fetch_one(&mut *$tx)
         .await
         .map_err(db_error)?;

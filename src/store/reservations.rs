@@ -1,7 +1,7 @@
 //! Managed reservations as stored: the reservation with its plan and remote job, its
 //! events, co-allocations, and the calibration figures drawn from finished ones.
 
-use crate::plan::lifecycle::{ReservationState, RunMode};
+use crate::plan::lifecycle::{OnFailure, ReservationState, RunMode};
 use crate::plan::varq::Mode;
 
 use super::{StoreError, StoreResult};
@@ -36,6 +36,8 @@ pub struct ReservationRequest {
     pub command: String,
     /// Hold or best effort.
     pub run_mode: RunMode,
+    /// Cancel the remote job when the reservation fails, or keep it.
+    pub on_failure: OnFailure,
 }
 
 /// A reservation to store (its first event is written with it).
@@ -245,7 +247,7 @@ macro_rules! reservation_columns {
         "id, uid, owner, site, queue, nodes, walltime_s, start_at, min_probability, confidence, \
          mode, step_s, command, run_mode, state, submit_at, advertised_walltime_s, probability, \
          at_risk, planned_at, remote_job_id, submitted_at, started_at, ended_at, lease_owner, \
-         lease_until, coallocation_id, coalloc_index, created_at, updated_at"
+         lease_until, coallocation_id, coalloc_index, created_at, updated_at, on_failure"
     };
 }
 /// Columns of `coallocations`.
@@ -288,6 +290,7 @@ pub(super) struct ReservationRow {
     coalloc_index: Option<i64>,
     created_at: i64,
     updated_at: i64,
+    on_failure: String,
 }
 
 pub(super) fn parse_state(s: &str) -> StoreResult<ReservationState> {
@@ -335,6 +338,8 @@ impl TryFrom<ReservationRow> for Reservation {
                 command: r.command,
                 run_mode: RunMode::parse(&r.run_mode)
                     .ok_or_else(|| StoreError::Invalid(format!("run mode {:?}", r.run_mode)))?,
+                on_failure: OnFailure::parse(&r.on_failure)
+                    .ok_or_else(|| StoreError::Invalid(format!("on_failure {:?}", r.on_failure)))?,
             },
             state: parse_state(&r.state)?,
             plan,

@@ -144,6 +144,15 @@ async fn a_live_queue_answers_as_the_engine_does() {
         .await
         .json();
     assert!(b50["bound_s"].as_u64().unwrap() <= b95["bound_s"].as_u64().unwrap());
+    // A misspelt parameter is named, not ignored (the answer would be for q = 0.95).
+    let p = app
+        .get(
+            "/v1/sites/hpc/queues/batch/bound?nodes=1&walltime=3600&quantil=0.5",
+            None,
+        )
+        .await
+        .problem(400);
+    assert_eq!(p["errors"][0]["field"], "quantil", "{p}");
     assert_eq!(
         b50["bound_s"].as_u64(),
         engine

@@ -488,6 +488,7 @@ impl StoreTask for SeedFinished {
                         step_s: 30,
                         command: "hostname".into(),
                         run_mode: RunMode::Hold,
+                        on_failure: Default::default(),
                     },
                     state,
                     plan: Some(PlanFields {

@@ -68,6 +68,8 @@ async fn pages_and_scripts_are_served_from_the_binary() {
     missing.problem(404);
     let escape = app.get("/ui/../Cargo.toml", None).await;
     assert_eq!(escape.status, 404, "only embedded files are served");
+    // A path that is not UTF-8 once decoded: problem+json, as everywhere else.
+    app.get("/ui/%FF", None).await.problem(400);
 }
 
 /// A live site whose queue `batch` has `n` started jobs, one a minute from

@@ -577,7 +577,7 @@ async fn coallocations_are_stored_whole_on_postgres() {
 /// A co-allocation and its members are stored together or not at all: a member the
 /// store refuses leaves neither the co-allocation nor the members before it.
 async fn coallocation_story<S: Store>(store: S) {
-    use qbets::plan::lifecycle::{ReservationState, RunMode};
+    use qbets::plan::lifecycle::{OnFailure, ReservationState, RunMode};
     use qbets::plan::varq::Mode;
     use qbets::store::{NewCoallocation, NewReservation, ReservationRequest};
 
@@ -596,6 +596,7 @@ async fn coallocation_story<S: Store>(store: S) {
             step_s: 30,
             command: "hostname".into(),
             run_mode: RunMode::Hold,
+            on_failure: [OnFailure::Cancel, OnFailure::Keep][index as usize % 2],
         },
         state: ReservationState::Planned,
         plan: None,
@@ -637,6 +638,13 @@ async fn coallocation_story<S: Store>(store: S) {
         .map(|r| (r.request.uid.as_str(), r.coallocation))
         .collect();
     assert_eq!(got, [("r-1", Some((c.id, 0))), ("r-2", Some((c.id, 1)))]);
+    // What was asked comes back as asked (each way of ending a failure).
+    for (m, asked) in members
+        .iter()
+        .zip([member("r-1", 0, 1), member("r-2", 1, 4)])
+    {
+        assert_eq!(m.request, asked.request);
+    }
     assert_eq!(
         store.reservation_events(members[1].id).await.unwrap().len(),
         1

@@ -171,6 +171,10 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
     assert_eq!(made["state"], "planned");
     assert_eq!(made["owner"], "alice");
     assert_eq!(made["run_mode"], "hold");
+    assert_eq!(
+        made["on_failure"], "cancel",
+        "the job of a failed reservation goes"
+    );
     assert_eq!(made["at_risk"], false);
     assert!(made["plan"]["probability"].as_f64().unwrap() >= 0.9);
     assert_eq!(made["events"][0]["state"], "planned");
@@ -230,6 +234,24 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
         .problem(400);
     assert_eq!(p["errors"][0]["field"], "run_mode", "{p}");
     let mut bad = body.clone();
+    bad["on_failure"] = json!("ignore");
+    let p = app
+        .json("POST", "/v1/reservations", Some(&alice), &bad)
+        .await
+        .problem(400);
+    assert_eq!(p["errors"][0]["field"], "on_failure", "{p}");
+    let mut keep = body.clone();
+    keep["on_failure"] = json!("keep");
+    let r = app
+        .json("POST", "/v1/reservations", Some(&alice), &keep)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let uri = format!("/v1/reservations/{}", r.json()["id"].as_str().unwrap());
+    assert_eq!(
+        app.get(&uri, Some(&alice)).await.json()["on_failure"],
+        "keep"
+    );
+    let mut bad = body.clone();
     bad.as_object_mut().unwrap().remove("site");
     let p = app
         .json("POST", "/v1/reservations", Some(&alice), &bad)
@@ -244,6 +266,63 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
     // Nothing has finished: calibration lists nothing yet.
     let cal = app.get("/v1/calibration", None).await.json();
     assert_eq!(cal["queues"], json!([]));
+}
+
+/// A queue that gives a job at most so many nodes cannot hold a larger request: VARQ
+/// refuses it, saying so, and CO-VARQ leaves that queue out for it.
+#[tokio::test]
+async fn plans_keep_to_the_queue_node_limit() {
+    let (app, admin) = app_with_history().await;
+    let r = app
+        .json(
+            "PUT",
+            &format!("/v1/sites/{SITE}"),
+            Some(&admin),
+            &json!({"queues": [{"name": "long", "max_nodes": 2}]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let start_at = TEST_NOW + 1800;
+    let mut body = varq(start_at, 0.5);
+    body["queue"] = json!("long");
+    body["nodes"] = json!(2);
+    let r = app.json("POST", "/v1/plans/varq", None, &body).await;
+    assert_eq!(r.status, 200, "within the limit: {}", r.text());
+    body["nodes"] = json!(3);
+    let p = app
+        .json("POST", "/v1/plans/varq", None, &body)
+        .await
+        .problem(422);
+    assert_eq!(
+        p["detail"], "the queue gives a job at most 2 nodes; 3 were asked for",
+        "{p}"
+    );
+    assert_eq!(p["best_probability"], Value::Null, "{p}");
+
+    // Both queues have the same history; only `debug` can take 3 nodes.
+    let co = json!({
+        "reservations": [{"nodes": 3, "walltime": 300, "start_at": iso(start_at)},
+                         {"nodes": 1, "walltime": 300, "start_at": iso(start_at)}],
+        "candidates": [{"site": SITE, "queue": "long"}, {"site": SITE, "queue": "debug"}],
+        "p_all": 0.9,
+    });
+    let r = app.json("POST", "/v1/plans/covarq", None, &co).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let plan = r.json();
+    let queues = |i: usize| -> Vec<String> {
+        plan["reservations"][i]["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["queue"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(queues(0), ["debug"], "{plan}");
+    assert_eq!(
+        queues(1),
+        ["long"],
+        "1 node fits the first candidate: {plan}"
+    );
 }
 
 #[tokio::test]
@@ -329,6 +408,14 @@ async fn covarq_plans_boost_each_reservation_to_p_indep() {
         .await
         .invalid(&["step"]);
     assert!(p.to_string().contains("12672000"), "{p}");
+
+    // The request's own fields are named once, however many reservations it lists.
+    let mut unsure = body.clone();
+    unsure["confidence"] = json!(2);
+    unsure["step"] = json!("bogus");
+    app.json("POST", "/v1/plans/covarq", None, &unsure)
+        .await
+        .invalid(&["confidence", "step"]);
 }
 
 #[tokio::test]

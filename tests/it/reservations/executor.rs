@@ -12,7 +12,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, header};
 use http_body_util::BodyExt;
-use qbets::plan::lifecycle::{ReservationState, RunMode};
+use qbets::plan::lifecycle::{OnFailure, ReservationState, RunMode};
 use qbets::plan::varq::Mode;
 use qbets::service::reservations::{
     CLEANUP_EVERY_S, Executor, LEASE_S, Submitters, cancel, new_uid,
@@ -54,11 +54,11 @@ pub(super) async fn seed<S: Store>(
     start_at: i64,
     run_mode: RunMode,
 ) -> Reservation {
-    seed_in(store, "debug", None, submit_at, start_at, run_mode).await
+    seed_in(store, "debug", None, submit_at, start_at, run_mode, |_| {}).await
 }
 
 /// A planned reservation on a queue of the local site (a co-allocation's request when
-/// `coallocation` is given), due at `submit_at`.
+/// `coallocation` is given), due at `submit_at`, its request as `ask` leaves it.
 async fn seed_in<S: Store>(
     store: &S,
     queue: &str,
@@ -66,6 +66,7 @@ async fn seed_in<S: Store>(
     submit_at: i64,
     start_at: i64,
     run_mode: RunMode,
+    ask: impl FnOnce(&mut ReservationRequest),
 ) -> Reservation {
     let site = store
         .upsert_site(&NewSite {
@@ -87,23 +88,26 @@ async fn seed_in<S: Store>(
         )
         .await
         .unwrap();
+    let mut request = ReservationRequest {
+        uid: new_uid("r"),
+        owner: "alice".into(),
+        site: SITE.into(),
+        queue: queue.into(),
+        nodes: 1,
+        walltime_s: 60,
+        start_at,
+        min_probability: 0.5,
+        confidence: 0.95,
+        mode: Mode::Latest,
+        step_s: 30,
+        command: "sleep 1".into(),
+        run_mode,
+        on_failure: OnFailure::Cancel,
+    };
+    ask(&mut request);
     store
         .insert_reservation(&NewReservation {
-            request: ReservationRequest {
-                uid: new_uid("r"),
-                owner: "alice".into(),
-                site: SITE.into(),
-                queue: queue.into(),
-                nodes: 1,
-                walltime_s: 60,
-                start_at,
-                min_probability: 0.5,
-                confidence: 0.95,
-                mode: Mode::Latest,
-                step_s: 30,
-                command: "sleep 1".into(),
-                run_mode,
-            },
+            request,
             state: ReservationState::Planned,
             plan: Some(PlanFields {
                 submit_at,
@@ -315,6 +319,95 @@ async fn site_gone<S: Store>(store: S) {
     cleanup(slurm(&subs), &r.request.uid).await;
 }
 
+/// Reservations whose jobs start after `start_at` fail. The remote job of one is
+/// cancelled (the default); that of one made with `on_failure: keep` is left to run its
+/// command, late, to the end.
+async fn failed_reservations<S: Store>(store: S) {
+    let _node = crate::support::share_slurm_node().await;
+    let subs = submitters();
+    let now = real_now();
+    // Due 100 s ago, the nodes wanted 10 s ago: whenever Slurm starts the jobs, it is late.
+    let clock = FixedClock::at(now - 100);
+    let seed_late = |on_failure: OnFailure| {
+        seed_in(
+            &store,
+            "debug",
+            None,
+            now - 100,
+            now - 10,
+            RunMode::Hold,
+            move |q| {
+                q.on_failure = on_failure;
+                q.command = "sleep 20".into();
+            },
+        )
+    };
+    let cancelled = seed_late(OnFailure::Cancel).await;
+    let kept = seed_late(OnFailure::Keep).await;
+    let e = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "late");
+    assert_eq!(e.tick().await.unwrap().submitted, 2);
+    clock.set(now);
+    e.tick().await.unwrap();
+    let mut jobs = Vec::new();
+    for r in [&cancelled, &kept] {
+        let after = reread(&store, r).await;
+        assert_eq!(after.state, ReservationState::Failed, "{after:?}");
+        jobs.push(after.remote_job_id.clone().unwrap());
+    }
+    let reasons = |r: &Reservation| {
+        let store = store.clone();
+        let id = r.id;
+        async move {
+            let events = store.reservation_events(id).await.unwrap();
+            events.into_iter().map(|e| e.reason).collect::<Vec<_>>()
+        }
+    };
+
+    // The default: cancelled, and said so.
+    let gone = cleanup(slurm(&subs), &cancelled.request.uid).await;
+    assert_eq!(gone.len(), 1);
+    assert_eq!(gone[0].state, "CANCELLED", "{gone:?}");
+    let said = reasons(&cancelled).await;
+    assert!(
+        said.contains(&format!("remote job {} cancelled", jobs[0])),
+        "{said:?}"
+    );
+
+    // Kept: still there after the executor's next passes, then it runs to its end.
+    clock.set(now + CLEANUP_EVERY_S);
+    e.tick().await.unwrap();
+    let said = reasons(&kept).await;
+    assert!(
+        said.iter()
+            .any(|r| r.ends_with("; kept, as asked (on_failure: keep)")),
+        "{said:?}"
+    );
+    assert!(!said.iter().any(|r| r.contains("cancelled")), "{said:?}");
+    let start = Instant::now();
+    let ended = loop {
+        let jobs = slurm(&subs).find(&kept.request.uid).await.unwrap();
+        if let [j] = jobs.as_slice()
+            && j.ended_at.is_some()
+            && j.state != "COMPLETING"
+        {
+            break j.clone();
+        }
+        assert!(start.elapsed() < DEADLINE, "{jobs:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(
+        ended.state, "COMPLETED",
+        "the command ran to its end: {ended:?}"
+    );
+    assert!(ended.started_at.unwrap() > kept.request.start_at);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_reservation_cancels_its_job_unless_asked_to_keep_it() {
+    let db = TestDb::fresh().await;
+    on_store!(db.url(), failed_reservations);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reservation_whose_site_is_no_longer_configured_ends_in_error() {
     let db = TestDb::fresh().await;
@@ -488,6 +581,7 @@ async fn redundant_requests<S: Store>(store: S) {
         now,
         now + 600,
         RunMode::Hold,
+        |_| {},
     )
     .await;
     let b = seed_in(
@@ -497,6 +591,7 @@ async fn redundant_requests<S: Store>(store: S) {
         now,
         now + 600,
         RunMode::Hold,
+        |_| {},
     )
     .await;
     let e = Executor::new(store.clone(), subs.clone(), Arc::new(clock.clone()), "co");
