@@ -262,7 +262,12 @@ async function create(event) {
   try {
     const r = await api("/v1/reservations", {
       method: "POST",
-      body: { ...lastRequest, command: createForm.command.value, run_mode: createForm.run_mode.value },
+      body: {
+        ...lastRequest,
+        command: createForm.command.value,
+        run_mode: createForm.run_mode.value,
+        on_failure: createForm.on_failure.value,
+      },
       headers: { "Idempotency-Key": lastKey },
     });
     showError(createError, null);

@@ -594,6 +594,11 @@ async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
     let planned = plan_in_the_form(&s, SITE, "debug", "00:05:00", "0.6").await;
     let submit_at = planned[1].as_i64().unwrap();
     s.fill("#command", "hostname -s").await;
+    s.eval(
+        "document.getElementById('on_failure').value = 'keep'",
+        json!([]),
+    )
+    .await;
     s.click("#create-button").await;
     let made = s
         .wait_for(
@@ -628,6 +633,7 @@ async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
         (Some(SITE), Some("debug"))
     );
     assert_eq!(r["command"], "hostname -s");
+    assert_eq!(r["on_failure"], "keep", "as chosen in the form");
     assert_eq!(r["nodes"], 1);
     assert_eq!(r["walltime_s"], 300);
     assert_eq!(r["min_probability"], 0.6);
