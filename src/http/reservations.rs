@@ -14,7 +14,8 @@ use utoipa::ToSchema;
 use super::auth::{Authorized, ReadAccess, Reserve};
 use super::error::{ApiError, ApiResult, Problem};
 use super::params::{
-    ApiJson, ApiPath, Fields, format_time, format_walltime, object_only, timestamp,
+    ApiJson, ApiPath, ApiQuery, Fields, format_time, format_walltime, object_only, positive,
+    timestamp,
 };
 use super::sites::DurationIn;
 use crate::plan::StartOracle;
@@ -442,14 +443,30 @@ fn reservation_view(r: Reservation, events: Option<Vec<ReservationEvent>>) -> Re
 /// A token's reservations.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ReservationsOut {
-    /// Newest first, at most 1000.
+    /// Newest first, at most `limit`.
     pub reservations: Vec<ReservationView>,
     /// Whether the token has more (older) reservations than listed.
     pub truncated: bool,
+    /// When truncated: the `before` that lists the next (older) ones.
+    pub next: Option<String>,
 }
 
-/// Most reservations `GET /v1/reservations` lists.
-const LIST_LIMIT: usize = 1000;
+/// Most reservations `GET /v1/reservations` lists at once (and its default `limit`).
+const LIST_LIMIT: i64 = 1000;
+
+/// Parameters of `GET /v1/reservations`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Most reservations listed, 1 to 1000 (default 1000).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
+    /// Only reservations made before this one of the token's (the `next` of the page
+    /// before).
+    #[param(value_type = Option<String>)]
+    pub before: Option<String>,
+}
 
 /// One request of a co-allocation plan.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -932,28 +949,55 @@ pub async fn post_reservation<S: Store>(
     Ok((StatusCode::CREATED, Json(reservation_view(r, Some(events)))))
 }
 
-/// The caller's reservations, newest first.
+/// The caller's reservations, newest first, a page at a time (`limit`, and `before`
+/// the last one listed).
 #[utoipa::path(
     get, path = "/v1/reservations", tag = "reservations", operation_id = "list_reservations",
-    responses((status = 200, description = "The token's reservations", body = ReservationsOut)),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The token's reservations", body = ReservationsOut),
+        (status = 400, description = "A parameter is invalid (`before` names no reservation of the token's)", body = Problem, content_type = "application/problem+json"),
+    ),
     security(("bearer" = []))
 )]
 pub async fn list_reservations<S: Store>(
     caller: Authorized<Reserve>,
     State(state): State<AppState<S>>,
+    ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ReservationsOut>> {
+    let mut fields = Fields::new();
+    let limit = fields
+        .opt("limit", q.limit.as_deref(), |t| positive(t, LIST_LIMIT))
+        .unwrap_or(LIST_LIMIT);
+    fields.finish()?;
+    let before = match q.before.as_deref() {
+        None => None,
+        Some(id) => match state.store.reservation(id.trim()).await? {
+            Some(r) if r.request.owner == caller.token.name => Some(r.id),
+            _ => {
+                return Err(ApiError::field(
+                    "before",
+                    format!("you have no reservation {id:?}"),
+                ));
+            }
+        },
+    };
     let mut list = state
         .store
-        .reservations(Some(&caller.token.name), LIST_LIMIT as i64 + 1)
+        .reservations(Some(&caller.token.name), before, limit + 1)
         .await?;
-    let truncated = list.len() > LIST_LIMIT;
-    list.truncate(LIST_LIMIT);
+    let truncated = list.len() as i64 > limit;
+    list.truncate(limit as usize);
+    let next = truncated
+        .then(|| list.last().map(|r| r.request.uid.clone()))
+        .flatten();
     Ok(Json(ReservationsOut {
         reservations: list
             .into_iter()
             .map(|r| reservation_view(r, None))
             .collect(),
         truncated,
+        next,
     }))
 }
 

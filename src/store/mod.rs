@@ -796,10 +796,12 @@ pub trait Store: Clone + Send + Sync + 'static {
         key: &str,
     ) -> impl Future<Output = StoreResult<Option<Reservation>>> + Send;
 
-    /// Reservations, newest first, of one owner (or everyone's), at most `limit`.
+    /// Reservations, newest first, of one owner (or everyone's), older than the one of
+    /// store id `before` when given, at most `limit`.
     fn reservations(
         &self,
         owner: Option<&str>,
+        before: Option<i64>,
         limit: i64,
     ) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
 

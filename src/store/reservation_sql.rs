@@ -103,13 +103,20 @@ macro_rules! reservation_store_methods {
         .transpose()
     }
 
-    async fn reservations(&self, owner: Option<&str>, limit: i64) -> StoreResult<Vec<Reservation>> {
+    async fn reservations(
+        &self,
+        owner: Option<&str>,
+        before: Option<i64>,
+        limit: i64,
+    ) -> StoreResult<Vec<Reservation>> {
         let rows = sqlx::query_as::<_, ReservationRow>(concat!(
             "SELECT ",
             reservation_columns!(),
-            " FROM reservations WHERE ($1 IS NULL OR owner = $1) ORDER BY id DESC LIMIT $2"
+            " FROM reservations WHERE ($1 IS NULL OR owner = $1) AND ($2 IS NULL OR id < $2) \
+              ORDER BY id DESC LIMIT $3"
         ))
         .bind(owner)
+        .bind(before)
         .bind(limit)
         .fetch_all(&self.pool)
         .await

@@ -246,11 +246,41 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
         .json("POST", "/v1/reservations", Some(&alice), &keep)
         .await;
     assert_eq!(r.status, 201, "{}", r.text());
-    let uri = format!("/v1/reservations/{}", r.json()["id"].as_str().unwrap());
+    let kept = r.json()["id"].as_str().unwrap().to_string();
+    let uri = format!("/v1/reservations/{kept}");
     assert_eq!(
         app.get(&uri, Some(&alice)).await.json()["on_failure"],
         "keep"
     );
+
+    // A page at a time, newest first: `next` lists the older ones.
+    let page = app
+        .get("/v1/reservations?limit=1", Some(&alice))
+        .await
+        .json();
+    assert_eq!(page["reservations"][0]["id"], kept.as_str(), "{page}");
+    assert_eq!(
+        (&page["truncated"], &page["next"]),
+        (&json!(true), &json!(kept))
+    );
+    let older = app
+        .get(
+            &format!("/v1/reservations?limit=1&before={kept}"),
+            Some(&alice),
+        )
+        .await
+        .json();
+    assert_eq!(older["reservations"][0]["id"], id.as_str(), "{older}");
+    assert_eq!(
+        (&older["truncated"], &older["next"]),
+        (&json!(false), &Value::Null)
+    );
+    app.get(&format!("/v1/reservations?before={kept}"), Some(&bob))
+        .await
+        .invalid(&["before"]);
+    app.get("/v1/reservations?limit=0", Some(&alice))
+        .await
+        .invalid(&["limit"]);
     let mut bad = body.clone();
     bad.as_object_mut().unwrap().remove("site");
     let p = app
