@@ -1053,7 +1053,7 @@ fn cancel_error(e: ReservationError) -> ApiError {
     responses(
         (status = 200, description = "The reservation, cancelled, with its events", body = ReservationView),
         (status = 404, description = "The caller has no such reservation", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The reservation already failed, was refused or ended in error", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The reservation was refused or ended in error (no job to cancel)", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The reservation is cancelled, but the scheduler did not cancel its job yet; the service tries again on its own, or cancel again to retry", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))

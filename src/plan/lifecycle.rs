@@ -172,7 +172,12 @@ pub struct RemoteJob {
 /// command (`hold`), was still holding them at `start_at`. A `best_effort` job runs its
 /// command at once, so one that ends early has done its work: it succeeded when it
 /// ended. Failed: `start_at` passed and the job had not started, or started late; or a
-/// `hold` job ended before `start_at` (killed: its nodes were not there).
+/// `hold` job ended before `start_at` (killed: its nodes were not there); or a started
+/// job the scheduler put back in its queue (requeued: it reports no start, or its new
+/// one) did not hold its nodes at `start_at`.
+///
+/// `remote.started_at` is the job's current run's start as the scheduler reports it (the
+/// start recorded before, for a job the scheduler no longer knows).
 pub fn advance(
     state: ReservationState,
     mode: RunMode,
@@ -188,7 +193,11 @@ pub fn advance(
         Submitted if started_in_time => Started,
         Submitted if now >= start_at => Failed,
         Started if ended_early && mode == RunMode::Hold => Failed,
-        Started if ended_early || now >= start_at => Succeeded,
+        Started if ended_early => Succeeded,
+        // Requeued: started again late, or waiting again at start_at.
+        Started if remote.started_at.is_some_and(|s| s > start_at) => Failed,
+        Started if now >= start_at && remote.started_at.is_none() => Failed,
+        Started if now >= start_at => Succeeded,
         _ => return None,
     };
     debug_assert!(state.can_become(next));
@@ -312,6 +321,28 @@ mod tests {
             advance(Planned, RunMode::Hold, AT, remote(None, None), AT + 10),
             None
         );
+    }
+
+    #[test]
+    fn a_started_job_put_back_in_its_queue_holds_nothing_at_start_at() {
+        for mode in [RunMode::Hold, RunMode::BestEffort] {
+            // Requeued before start_at and pending: wait; still pending at start_at: failed.
+            assert_eq!(advance(Started, mode, AT, remote(None, None), 950), None);
+            assert_eq!(
+                advance(Started, mode, AT, remote(None, None), AT),
+                Some(Failed)
+            );
+            // Started again before start_at: it holds its nodes then.
+            assert_eq!(
+                advance(Started, mode, AT, remote(Some(990), None), AT),
+                Some(Succeeded)
+            );
+            // Started again after start_at: failed, whenever it is seen.
+            assert_eq!(
+                advance(Started, mode, AT, remote(Some(AT + 30), None), AT + 40),
+                Some(Failed)
+            );
+        }
     }
 
     #[test]

@@ -116,10 +116,20 @@ pub enum ReservationError {
     Remote(#[from] SubmitError),
 }
 
+/// Final states in which a remote job may still run: after a success (the command), a
+/// failure (a job kept, `on_failure: keep`) or a cancel the scheduler did not carry out.
+fn may_leave_a_job(state: ReservationState) -> bool {
+    matches!(
+        state,
+        ReservationState::Succeeded | ReservationState::Failed | ReservationState::Cancelled
+    )
+}
+
 /// Cancels a reservation (for its owner, or as a redundant co-allocation request): the state first (so an executor that is
 /// submitting it at this moment cancels what it submitted), then every remote job that
-/// carries its id. A reservation that already succeeded stays so, but its job (running
-/// the user's command) is cancelled. Returns the reservation as it is afterwards.
+/// carries its id. A reservation that already succeeded or failed keeps its outcome, but
+/// its job (running the user's command, or kept after a failure) is cancelled. Returns
+/// the reservation as it is afterwards.
 pub async fn cancel<S: Store>(
     store: &S,
     submitters: &Submitters,
@@ -130,13 +140,10 @@ pub async fn cancel<S: Store>(
     let mut current = r.clone();
     // A few attempts: the executor may move it (planned → submitted) meanwhile.
     for _ in 0..5 {
-        // A reservation that succeeded keeps its outcome; cancelling it stops the job.
-        // One already cancelled stays so, and its remote job is looked for again (a
-        // first cancel may have found the scheduler unreachable).
-        if matches!(
-            current.state,
-            ReservationState::Succeeded | ReservationState::Cancelled
-        ) {
+        // A reservation that succeeded or failed keeps its outcome; cancelling it stops
+        // the job. One already cancelled stays so, and its remote job is looked for
+        // again (a first cancel may have found the scheduler unreachable).
+        if may_leave_a_job(current.state) {
             break;
         }
         if current.state.is_final() {
@@ -155,10 +162,7 @@ pub async fn cancel<S: Store>(
         .reservation(&current.request.uid)
         .await?
         .ok_or_else(|| StoreError::Database("the reservation vanished".into()))?;
-    if !matches!(
-        after.state,
-        ReservationState::Cancelled | ReservationState::Succeeded
-    ) {
+    if !may_leave_a_job(after.state) {
         return Err(ReservationError::Final(after.state));
     }
     cancel_remote(store, submitters, &after, now).await?;
@@ -660,7 +664,11 @@ impl<S: Store> Executor<S> {
         };
         let status: Option<RemoteStatus> = sub.status(job_id).await?;
         let remote = RemoteJob {
-            started_at: status.as_ref().and_then(|s| s.started_at),
+            // The current run's start; for a job the scheduler forgot, the one recorded.
+            started_at: match &status {
+                Some(s) => s.started_at,
+                None => r.started_at,
+            },
             // A job the scheduler forgot has ended, when is unknown: at the latest now.
             ended_at: match &status {
                 Some(s) => s.ended_at,
@@ -668,9 +676,12 @@ impl<S: Store> Executor<S> {
             },
         };
         let mut state = r.state;
-        while let Some(next) =
-            lifecycle::advance(state, r.request.run_mode, r.request.start_at, remote, now)
-        {
+        let advance =
+            |state| lifecycle::advance(state, r.request.run_mode, r.request.start_at, remote, now);
+        // Whether a failed reservation's live job stays (`on_failure: keep`), decided
+        // when it fails.
+        let mut keep = false;
+        while let Some(next) = advance(state) {
             let reason = match next {
                 ReservationState::Started => format!(
                     "remote job {job_id} started at {}",
@@ -695,7 +706,16 @@ impl<S: Store> Executor<S> {
                         Some(_) => format!("remote job {job_id} ended before start_at"),
                         None => format!("start_at passed and remote job {job_id} had not started"),
                     };
-                    if r.request.on_failure == OnFailure::Keep && remote.ended_at.is_none() {
+                    keep = r.request.on_failure == OnFailure::Keep
+                        && status.as_ref().is_some_and(|s| s.ended_at.is_none());
+                    // A co-allocation's request whose reservation another request holds
+                    // would run the same command twice: not kept.
+                    if keep && self.sibling_in_time(r).await?.is_some() {
+                        keep = false;
+                        format!(
+                            "{why}; not kept: another request of the same reservation started in time"
+                        )
+                    } else if keep {
                         format!("{why}; kept, as asked (on_failure: keep)")
                     } else {
                         why
@@ -711,13 +731,16 @@ impl<S: Store> Executor<S> {
                 break;
             }
             report.advanced += 1;
+            // Its siblings are redundant once it started in time, unless the same pass
+            // finds it failed after all (it ended before start_at).
             if next == ReservationState::Started
+                && advance(next) != Some(ReservationState::Failed)
                 && let Some((coalloc, index)) = r.coallocation
             {
                 self.cancel_redundant(r, coalloc, index, now).await?;
             }
             if next == ReservationState::Failed
-                && r.request.on_failure == OnFailure::Cancel
+                && !keep
                 && status.as_ref().is_some_and(|s| s.ended_at.is_none())
             {
                 cancel_remote(&self.store, &self.submitters, r, now).await?;
@@ -725,6 +748,30 @@ impl<S: Store> Executor<S> {
             state = next;
         }
         Ok(())
+    }
+
+    /// The request of the same co-allocation reservation as `r` that started in time
+    /// (started or succeeded), if there is one.
+    async fn sibling_in_time(
+        &self,
+        r: &Reservation,
+    ) -> Result<Option<Reservation>, ReservationError> {
+        let Some((coalloc, index)) = r.coallocation else {
+            return Ok(None);
+        };
+        Ok(self
+            .store
+            .coallocation_members(coalloc)
+            .await?
+            .into_iter()
+            .find(|o| {
+                o.id != r.id
+                    && o.coallocation.map(|c| c.1) == Some(index)
+                    && matches!(
+                        o.state,
+                        ReservationState::Started | ReservationState::Succeeded
+                    )
+            }))
     }
 
     /// Once one request of a co-allocation's reservation has started in time, the
@@ -738,9 +785,13 @@ impl<S: Store> Executor<S> {
     ) -> Result<(), ReservationError> {
         let mut first_error = None;
         for other in self.store.coallocation_members(coalloc).await? {
+            // A request that failed may have kept its job (`on_failure: keep`): that job
+            // is redundant too.
+            let kept = other.state == ReservationState::Failed
+                && other.request.on_failure == OnFailure::Keep;
             if other.id == started.id
                 || other.coallocation.map(|c| c.1) != Some(index)
-                || other.state.is_final()
+                || (other.state.is_final() && !kept)
             {
                 continue;
             }

@@ -320,6 +320,7 @@ macro_rules! reservation_store_methods {
                SUM(CASE WHEN state = 'succeeded' THEN 1 ELSE 0 END) AS succeeded, \
                AVG(probability) AS mean_probability \
              FROM reservations WHERE state IN ('succeeded', 'failed') \
+               AND submitted_at IS NOT NULL \
              GROUP BY site, queue ORDER BY site, queue",
         )
         .fetch_all(&self.pool)

@@ -233,7 +233,8 @@ pub struct Calibration {
     pub site: String,
     /// Queue name.
     pub queue: String,
-    /// Reservations that succeeded or failed.
+    /// Reservations submitted that succeeded or failed (one that failed before it could
+    /// be submitted, the service down, tested no prediction).
     pub finished: i64,
     /// Of those, how many succeeded.
     pub succeeded: i64,

@@ -13,7 +13,7 @@ use crate::webdriver::{Driver, http_client, screenshot_dir};
 use qbets::plan::lifecycle::{ReservationState, RunMode};
 use qbets::plan::varq::Mode;
 use qbets::store::{
-    NewReservation, PlanFields, ReservationRequest, Scope, Store, StoreTask, with_store,
+    NewReservation, PlanFields, ReservationRequest, Scope, Store, StoreTask, Transition, with_store,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -457,7 +457,9 @@ async fn the_overview_lists_the_demo_sites_queues() {
 }
 
 /// Three finished reservations at `local/debug` (two succeeded, planned at 0.9 and 0.8;
-/// one failed, at 0.7), as the executor would have left them, for the calibration table.
+/// one failed, at 0.7), as the executor would have left them, for the calibration table;
+/// and one that failed before it could be submitted (the service down), which tested no
+/// prediction and is not counted.
 struct SeedFinished;
 
 impl StoreTask for SeedFinished {
@@ -467,6 +469,7 @@ impl StoreTask for SeedFinished {
             (0.9, ReservationState::Succeeded),
             (0.8, ReservationState::Succeeded),
             (0.7, ReservationState::Failed),
+            (0.1, ReservationState::Failed),
         ]
         .into_iter()
         .enumerate()
@@ -490,7 +493,7 @@ impl StoreTask for SeedFinished {
                         run_mode: RunMode::Hold,
                         on_failure: Default::default(),
                     },
-                    state,
+                    state: ReservationState::Planned,
                     plan: Some(PlanFields {
                         submit_at: start_at - 600,
                         advertised_walltime_s: 900,
@@ -498,12 +501,35 @@ impl StoreTask for SeedFinished {
                     }),
                     at_risk: false,
                     coallocation: None,
-                    reason: "finished before the test".into(),
+                    reason: "planned before the test".into(),
                     created_at: start_at - 3600,
                     idempotency_key: None,
                 })
                 .await
                 .unwrap();
+            let id = store
+                .reservation(&format!("r-finished-{i}"))
+                .await
+                .unwrap()
+                .unwrap()
+                .id;
+            let mut path = vec![ReservationState::Planned];
+            if p > 0.5 {
+                path.push(ReservationState::Submitted);
+                if state == ReservationState::Succeeded {
+                    path.push(ReservationState::Started);
+                }
+            }
+            path.push(state);
+            for step in path.windows(2) {
+                let t = Transition {
+                    submitted_at: (step[1] == ReservationState::Submitted)
+                        .then_some(start_at - 600),
+                    remote_job_id: (step[1] == ReservationState::Submitted).then(|| format!("{i}")),
+                    ..Transition::new(step[0], step[1], start_at, "finished before the test")
+                };
+                assert!(store.transition_reservation(id, &t).await.unwrap());
+            }
         }
     }
 }
