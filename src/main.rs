@@ -34,8 +34,26 @@ enum Command {
     Simulate(cli::simulate::Args),
 }
 
+/// Rust ignores SIGPIPE, so output to a pipe closed early (`qbets replay … --json |
+/// head`) makes `print!` panic. The commands that write results end quietly instead, as
+/// other command-line tools do. Not the server: it writes to sockets its peers close.
+#[cfg(unix)]
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: called first thing in `main`, before any thread starts; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn end_quietly_on_a_closed_pipe() {}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        end_quietly_on_a_closed_pipe();
+    }
     let result = match cli.command {
         Command::Replay(args) => cli::replay::run(args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => cli::serve::run(args),

@@ -13,7 +13,7 @@ use crate::config::{Config, Overrides};
 use crate::service::demo::{Demo, DemoOptions};
 use crate::service::reservations::{Executor, HaltPoint, Submitters};
 use crate::service::{AppState, Clock, Predictors, SystemClock};
-use crate::store::{DEFAULT_DATABASE_URL, Store, StoreTask, redact_url, with_store};
+use crate::store::{Store, StoreTask, redact_url, with_store};
 
 /// Where the service's settings come from (shared by every service subcommand).
 #[derive(Debug, Clone, clap::Args)]
@@ -75,7 +75,11 @@ pub fn load_config(store: &StoreArgs, listen: Option<SocketAddr>) -> anyhow::Res
 /// filter that does not parse is an error naming where it came from (tracing would
 /// otherwise drop the bad directive with a note and log by what is left).
 pub fn init_logging(config: &Config) -> anyhow::Result<()> {
-    let filter = log_filter(std::env::var("RUST_LOG").ok(), &config.log.filter)?;
+    // An empty RUST_LOG (`Environment=RUST_LOG=`) is unset, as every other variable.
+    let env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let filter = log_filter(env, &config.log.filter)?;
     // A second initialisation (tests) is harmless; ignore it.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -121,8 +125,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         speedup: args.demo_speedup,
         ..DemoOptions::default()
     });
-    if demo.is_some() && config.database_url == DEFAULT_DATABASE_URL {
-        // A fresh demo each time, and the user's own qbets.db untouched.
+    // Only a URL given on the command line takes the demo: one from the environment or a
+    // configuration file (a container's DATABASE_URL) is the service's own store, which
+    // simulated jobs must not enter.
+    if demo.is_some() && args.store.database_url.is_none() {
+        // A fresh demo each time, and the user's own store untouched.
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("qbets-demo.db{suffix}"));
         }

@@ -955,8 +955,23 @@ impl Backend {
     }
 }
 
-/// A URL with its password (if any) replaced by `***`, for messages and logs.
+/// A URL with its password (if any, in the authority or as a `password` query
+/// parameter) replaced by `***`, for messages and logs.
 pub fn redact_url(url: &str) -> String {
+    let url = match url.split_once('?') {
+        Some((base, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            format!("{base}?{}", query.join("&"))
+        }
+        None => url.to_string(),
+    };
+    let url = url.as_str();
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -1109,6 +1124,14 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://qbets@db/q"), "postgres://qbets@db/q");
         assert_eq!(redact_url("sqlite://qbets.db"), "sqlite://qbets.db");
+        assert_eq!(
+            redact_url("postgres://qbets@db/q?sslmode=require&password=s3cret"),
+            "postgres://qbets@db/q?sslmode=require&password=***"
+        );
+        assert_eq!(
+            redact_url("postgres://qbets:a@db/q?Password=b"),
+            "postgres://qbets:***@db/q?Password=***"
+        );
     }
 
     #[test]
