@@ -50,18 +50,18 @@ pub struct Args {
     pub model: Option<Model>,
     /// Number of jobs the model generates (1 to 10,000,000: ten times the longest
     /// archive trace; every job is held in memory).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_MODEL_JOBS))]
+    #[arg(long, conflicts_with = "trace", value_parser = clap::value_parser!(u64).range(1..=MAX_MODEL_JOBS))]
     pub jobs: Option<u64>,
     /// Seed of the model's random numbers (same seed, same workload, same output).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Arrival pattern of Cirne's model: one of his four sites, or `random` to draw
     /// one from the seed as he does.
-    #[arg(long, value_enum, default_value_t = ArrivalArg::Random)]
+    #[arg(long, value_enum, default_value_t = ArrivalArg::Random, conflicts_with = "experiment")]
     pub arrival: ArrivalArg,
     /// Multiply arrival times (offsets from the first arrival) by this factor; below 1
     /// raises the load (Shmueli §4.1). For the model, it divides the arrival rate.
-    #[arg(long, conflicts_with = "offered_load", value_parser = load_scale)]
+    #[arg(long, conflicts_with_all = ["offered_load", "experiment"], value_parser = load_scale)]
     pub load_scale: Option<f64>,
     /// Scale a trace's arrival times so that its offered load becomes this value.
     #[arg(long, requires = "trace", value_parser = offered)]
@@ -71,7 +71,7 @@ pub struct Args {
     #[arg(long, requires = "model")]
     pub demo_queues: bool,
     /// Queue priorities, e.g. `1=0,2=1,3=2`: lower ranks are served first.
-    #[arg(long, value_parser = parse_priorities)]
+    #[arg(long, conflicts_with_all = ["demo_queues", "experiment"], value_parser = parse_priorities)]
     pub priority: Option<BTreeMap<i32, i32>>,
     /// Where to write the simulated schedule (SWF); with `--experiment`, the per-run
     /// records (JSON lines); with `--varq-fraction`, the per-request records (JSON
@@ -198,6 +198,10 @@ fn parse_priorities(s: &str) -> Result<BTreeMap<i32, i32>, String> {
 
 /// Runs `qbets simulate`.
 pub fn run(args: Args) -> Result<()> {
+    // An output that cannot be written is found now, not after the simulation.
+    if let Some(out) = &args.out {
+        drop(super::output::OutputFile::create(out)?);
+    }
     if let Some(Experiment::CirneSa) = args.experiment {
         return run_sa_experiment(&args);
     }

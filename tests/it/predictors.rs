@@ -234,7 +234,20 @@ async fn an_imported_trace_answers_as_the_replay_does() {
 
 /// A live site of this name with one queue, `batch`, without limits.
 async fn live_batch_queue<S: Store>(store: &S, name: &str) -> (Site, Queue) {
-    let site = crate::sensors::live_site(store, name).await;
+    batch_queue_of(store, name, SiteKind::Live).await
+}
+
+/// A site `name` of `kind` with a queue `batch`.
+async fn batch_queue_of<S: Store>(store: &S, name: &str, kind: SiteKind) -> (Site, Queue) {
+    let site = store
+        .upsert_site(&NewSite {
+            name: name.into(),
+            kind,
+            description: String::new(),
+            time_zone: None,
+        })
+        .await
+        .unwrap();
     let queue = store
         .upsert_queue(
             site.id,
@@ -909,26 +922,7 @@ struct UntakenArchiveBatch {
 impl StoreTask for UntakenArchiveBatch {
     type Output = ();
     async fn run<S: Store>(self, store: S) {
-        let site = store
-            .upsert_site(&NewSite {
-                name: "archive-untaken".into(),
-                kind: SiteKind::Archive,
-                description: String::new(),
-                time_zone: None,
-            })
-            .await
-            .unwrap();
-        let queue = store
-            .upsert_queue(
-                site.id,
-                &NewQueue {
-                    name: "batch".into(),
-                    max_walltime_s: None,
-                    max_nodes: None,
-                },
-            )
-            .await
-            .unwrap();
+        let (site, queue) = batch_queue_of(&store, "archive-untaken", SiteKind::Archive).await;
         let done = |id: &str, submit: i64, wait: i64| NewJob {
             end_time: Some(submit + wait + 300),
             state: JobState::Completed,

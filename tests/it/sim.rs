@@ -621,6 +621,22 @@ fn numbers_out_of_range_are_refused_by_the_flag_that_gave_them() {
     };
     refused(&with(&["--load-scale", "1e15"]), "--load-scale");
     refused(&with(&["--load-scale", "0"]), "--load-scale");
+    // Flags that would be ignored are refused, not silently dropped.
+    for (args, flag) in [
+        (with(&["--demo-queues", "--priority", "1=2"]), "--priority"),
+        (
+            vec!["simulate", "--experiment", "cirne-sa", "--arrival", "kth"],
+            "--arrival",
+        ),
+    ] {
+        let o = qbets().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains(&format!("cannot be used with '{flag}")),
+            "{stderr}"
+        );
+    }
     refused(
         &with(&[
             "--varq-fraction",
