@@ -4,6 +4,7 @@ import { el, fmtDuration, fmtTime } from "/ui/api.js";
 
 const COLORS = {
   wait: "#1d4ed8",
+  miss: "#dc2626",
   bound: "#c2410c",
   probability: "#166534",
   target: "#6b7280",
@@ -63,30 +64,76 @@ function empty(container, text) {
   return { destroy() {} };
 }
 
+/** Colours of the clusters' bound lines, in the order the API lists the clusters. */
+const CLUSTER_COLORS = ["#c2410c", "#7c3aed", "#0f766e", "#a16207", "#be185d", "#4d7c0f", "#78350f", "#57534e", "#a21caf", "#3f6212"];
+
+/** The colour of the `i`-th cluster's bound line (the queue page's table shows it too). */
+export function clusterColor(i) {
+  return CLUSTER_COLORS[i % CLUSTER_COLORS.length];
+}
+
 /**
- * Observed waits (dots) against the bound predicted at each job's submission (line),
- * by submission time, on a log scale of seconds. `jobs` are the API's waits.
+ * Observed waits (dots: within the bound, or above it) against the bound predicted at
+ * each job's submission, by submission time, on a log scale of seconds. `jobs` are the
+ * API's waits. With `clusters` (`{ labels, of(job) -> index }`), each cluster's bounds
+ * are a step line of their own: a job's bound is its cluster's, and one line through
+ * every job would jump between the clusters' levels at every other job.
  */
-export function waitsChart(container, jobs, previous) {
+export function waitsChart(container, jobs, previous, clusters = null) {
   if (!jobs.length) {
     if (previous) previous.destroy();
     return empty(container, "No job started in this window.");
   }
+  const labels = clusters && clusters.labels.length > 1 ? clusters.labels : null;
   const rows = jobs
-    .map((j) => ({
-      x: Math.floor(new Date(j.submit).getTime() / 1000),
-      // A log axis has no zero: a job that started at once is drawn at 1 s.
-      wait: Math.max(1, j.wait_s),
-      bound: j.bound_s === null || j.bound_s === undefined ? null : Math.max(1, j.bound_s),
-    }))
+    .map((j) => {
+      const bound = j.bound_s === null || j.bound_s === undefined ? null : j.bound_s;
+      return {
+        x: Math.floor(new Date(j.submit).getTime() / 1000),
+        // A log axis has no zero: a job that started at once is drawn at 1 s.
+        wait: Math.max(1, j.wait_s),
+        above: bound !== null && j.wait_s > bound,
+        bound: bound === null ? null : Math.max(1, bound),
+        cluster: labels ? clusters.of(j) : 0,
+      };
+    })
     .sort((a, b) => a.x - b.x);
-  const data = [rows.map((r) => r.x), rows.map((r) => r.wait), rows.map((r) => r.bound)];
-  // A refresh redraws the chart in place (no flicker, the legend stays where it was).
-  if (previous && previous.chart && container.contains(previous.chart.root)) {
+  const lines = labels ? labels.length : 1;
+  const data = [
+    rows.map((r) => r.x),
+    rows.map((r) => (r.above ? null : r.wait)),
+    rows.map((r) => (r.above ? r.wait : null)),
+    ...Array.from({ length: lines }, (_l, i) => rows.map((r) => (r.cluster === i ? r.bound : null))),
+  ];
+  const key = labels ? labels.join("\n") : "";
+  // A refresh redraws the chart in place (no flicker, the legend stays where it was),
+  // unless the clusters changed.
+  if (previous && previous.chart && previous.key === key && container.contains(previous.chart.root)) {
     previous.chart.setData(data);
     return previous;
   }
   if (previous) previous.destroy();
+  const fmtBound = (_u, v) => (v === null ? "—" : fmtDuration(v));
+  const dots = (label, color, size) => ({
+    label,
+    stroke: color,
+    fill: color,
+    paths: () => null,
+    points: { show: true, size, stroke: color, fill: color },
+    value: fmtBound,
+  });
+  const stepped = window.uPlot.paths.stepped({ align: 1 });
+  const boundSeries = Array.from({ length: lines }, (_l, i) => ({
+    label: labels ? `0.95 bound, ${labels[i]}` : "0.95 bound at submission",
+    stroke: labels ? clusterColor(i) : COLORS.bound,
+    width: 2,
+    paths: stepped,
+    // A cluster's bound holds from one of its jobs to the next, whatever other
+    // clusters' jobs come between.
+    spanGaps: Boolean(labels),
+    points: { show: false },
+    value: fmtBound,
+  }));
   const opts = {
     scales: { x: { time: true }, y: { distr: 3, log: 10, range: durationRange } },
     axes: [
@@ -95,27 +142,14 @@ export function waitsChart(container, jobs, previous) {
     ],
     series: [
       { label: "submitted", value: (_u, v) => (v === null ? "—" : fmtTime(v)) },
-      {
-        label: "observed wait",
-        stroke: COLORS.wait,
-        fill: COLORS.wait,
-        paths: () => null,
-        points: { show: true, size: 5, stroke: COLORS.wait, fill: COLORS.wait },
-        value: (_u, v) => fmtDuration(v),
-      },
-      {
-        label: "0.95 bound at submission",
-        stroke: COLORS.bound,
-        width: 2,
-        spanGaps: false,
-        points: { show: false },
-        value: (_u, v) => (v === null ? "—" : fmtDuration(v)),
-      },
+      dots("wait within its bound", COLORS.wait, 5),
+      dots("wait above its bound", COLORS.miss, 6),
+      ...boundSeries,
     ],
     legend: { live: true },
     cursor: { points: { size: 8 } },
   };
-  return responsive(container, opts, data);
+  return { ...responsive(container, opts, data), key };
 }
 
 /**

@@ -5,7 +5,7 @@ import {
   api, el, every, fmtCount, fmtDuration, fmtPercent, fmtPercentAtLeast, fmtTime, fmtWalltime, initChrome, iso,
   parseDuration, queuePath, showError, statusText, unix,
 } from "/ui/api.js";
-import { waitsChart } from "/ui/charts.js";
+import { clusterColor, waitsChart } from "/ui/charts.js";
 
 const REFRESH_S = 30;
 const QUANTILES = [0.5, 0.75, 0.95];
@@ -29,6 +29,8 @@ let chart = null;
 let current = null;
 /** Counts waits requests: only the latest one's answer is drawn. */
 let waitsAsked = 0;
+/** The queue's clusters as last listed ([] before the first answer or when it failed). */
+let clusters = [];
 
 async function loadSummary() {
   const listing = await api(`/v1/sites/${encodeURIComponent(site)}/queues`);
@@ -60,7 +62,7 @@ async function loadWaits() {
   // A window chosen while this answer was on its way has been asked for since.
   if (asked !== waitsAsked) return;
   const jobs = answer.jobs || [];
-  chart = waitsChart(document.getElementById("waits-chart"), jobs, chart);
+  chart = waitsChart(document.getElementById("waits-chart"), jobs, chart, clusterLines());
   const judged = jobs.filter((j) => j.bound_s !== null && j.bound_s !== undefined);
   const held = judged.filter((j) => j.wait_s <= j.bound_s).length;
   const meta = document.getElementById("waits-meta");
@@ -82,16 +84,56 @@ function rangeText(r) {
   return `${name} ${unit(r.lo)} – ${r.hi === null || r.hi === undefined ? "∞" : unit(r.hi)}`;
 }
 
+/** The value of a job's clustering attribute, as the engine computes it. */
+function attributeOf(job, attribute) {
+  if (attribute === "nodes") return job.nodes;
+  if (attribute === "walltime_s") return job.walltime_s;
+  if (attribute === "node_seconds") return job.nodes * job.walltime_s;
+  return null;
+}
+
+/**
+ * Of the clusters `indices` (in the API's order), the one whose range (`part` of it)
+ * takes the job: the last whose low end is at or below its value, the first when none
+ * is — the engine's rule (values beyond the ends go to the end intervals).
+ */
+function assign(indices, part, job) {
+  let chosen = indices[0];
+  for (const i of indices) {
+    const r = clusters[i].range[part];
+    const v = attributeOf(job, r.attribute);
+    if (v !== null && v !== undefined && r.lo <= v) chosen = i;
+  }
+  return chosen;
+}
+
+/** The chart's bound lines, one per cluster, or null for one line. */
+function clusterLines() {
+  if (clusters.length < 2) return null;
+  const all = clusters.map((_c, i) => i);
+  return {
+    labels: clusters.map((c) => [rangeText(c.range.primary), c.range.secondary ? rangeText(c.range.secondary) : null]
+      .filter(Boolean).join(", ")),
+    of(job) {
+      const p = assign(all, "primary", job);
+      if (!clusters[p].range.secondary) return p;
+      const lo = clusters[p].range.primary.lo;
+      return assign(all.filter((i) => clusters[i].range.primary.lo === lo), "secondary", job);
+    },
+  };
+}
+
 async function loadClusters() {
   const node = document.getElementById("clusters");
   let answer;
   try {
     answer = await api(`${base}/clusters`);
   } catch (error) {
+    clusters = [];
     node.replaceChildren(el("p", { class: "muted" }, error.message));
     return;
   }
-  const clusters = answer.clusters || [];
+  clusters = answer.clusters || [];
   if (!clusters.length) {
     node.replaceChildren(el("p", { class: "muted" }, "No clusters yet: too little history."));
     return;
@@ -102,13 +144,15 @@ async function loadClusters() {
       el("th", { scope: "col" }, "and"),
       el("th", { scope: "col", class: "num" }, "Waits in window"),
       el("th", { scope: "col", class: "num" }, "0.95 bound"))),
-    el("tbody", {}, clusters.map((c) => {
+    el("tbody", {}, clusters.map((c, i) => {
       const range = c.range;
       const bound = c.bound_95_s;
       // The service gives no bound while the queue may be down; say so, not "—".
       const none = current && current.state === "maybe_down" ? statusText("maybe_down") : "—";
       return el("tr", {},
-        el("td", {}, rangeText(range.primary)),
+        el("td", {}, clusters.length > 1
+          ? el("span", { class: "swatch", style: `background:${clusterColor(i)}`, title: "its bound line in the chart" })
+          : "", rangeText(range.primary)),
         el("td", {}, range.secondary ? rangeText(range.secondary) : "—"),
         el("td", { class: "num" }, fmtCount(c.history_size)),
         el("td", { class: "num" }, bound === null || bound === undefined ? none : fmtDuration(bound)));
@@ -206,7 +250,9 @@ form.addEventListener("submit", ask);
 async function refresh() {
   try {
     await loadSummary();
-    await Promise.all([loadWaits(), loadClusters()]);
+    // The chart draws a bound line per cluster: the clusters first.
+    await loadClusters();
+    await loadWaits();
     showError(errorNode, null);
   } catch (error) {
     if (!current) summary.textContent = "This queue could not be loaded.";

@@ -22,7 +22,7 @@ fn iso(t: i64) -> String {
     qbets::service::format_unix(t)
 }
 
-/// A live site "demo" with two queues and a few hundred started jobs.
+/// A live site "demo" with two queues and 1600 started jobs, large ones waiting longer.
 async fn seeded_app() -> TestApp {
     let app = TestApp::new().await;
     let admin = app.token("ops", Scope::Admin).await;
@@ -37,14 +37,21 @@ async fn seeded_app() -> TestApp {
         )
         .await;
     assert_eq!(res.status, 200, "{}", res.text());
-    let n = 400;
+    // Enough for the normal queue to be clustered (every 1000 waits) at least once.
+    let n = 1_600;
     let jobs: Vec<_> = (0..n)
         .map(|i| {
             let submit = TEST_NOW - 6_000 - (n - i) * 600;
-            let wait = 30 + (i * 7919) % 5000;
+            // Large jobs wait far longer than small ones: the queues cluster by nodes.
+            let nodes = 1 + i % 16;
+            let wait = if nodes <= 8 {
+                30 + (i * 7919) % 300
+            } else {
+                2_000 + (i * 7919) % 3_000
+            };
             json!({"job_id": i.to_string(), "queue": if i % 3 == 0 { "express" } else { "normal" },
                    "submit": iso(submit), "start": iso(submit + wait),
-                   "nodes": 1 + i % 16, "walltime": 600 + (i % 10) * 600, "state": "running"})
+                   "nodes": nodes, "walltime": 600 + (i % 10) * 600, "state": "running"})
         })
         .collect();
     let res = app
@@ -162,6 +169,30 @@ async fn the_dashboard_in_headless_chromium() {
         points.as_str().unwrap().parse::<i64>().unwrap() > 100,
         "{points}"
     );
+    // A bound line per cluster, labelled and coloured as the clusters table's rows.
+    let lines = s
+        .wait_for(
+            "a bound line per cluster",
+            WAIT,
+            r#"const rows = [...document.querySelectorAll('#clusters tbody tr')]
+                 .map(r => [r.cells[0].innerText.trim(), r.querySelector('.swatch') && getComputedStyle(r.querySelector('.swatch')).backgroundColor]);
+               const legend = [...document.querySelectorAll('#waits-chart .u-legend .u-series')]
+                 .map(s => [s.querySelector('.u-label').innerText, getComputedStyle(s.querySelector('.u-marker')).borderColor])
+                 .filter(([l]) => l.startsWith('0.95 bound'));
+               return rows.length > 0 && legend.length > 0 && { rows, legend }"#,
+        )
+        .await;
+    let rows = lines["rows"].as_array().unwrap();
+    let clusters = api(&base, "/v1/sites/demo/queues/normal/clusters").await;
+    assert!(
+        rows.len() >= 2 && rows.len() == clusters["clusters"].as_array().unwrap().len(),
+        "{lines} against {clusters}"
+    );
+    let want: Vec<Value> = rows
+        .iter()
+        .map(|r| json!([format!("0.95 bound, {}", r[0].as_str().unwrap()), r[1]]))
+        .collect();
+    assert_eq!(lines["legend"], Value::Array(want), "{lines}");
     s.screenshot_page(&shots.join("queue.png")).await;
 
     // The "my job" form refuses a bad shape before asking, naming the field.
