@@ -102,7 +102,10 @@ impl Profile {
         'candidate: loop {
             while free(i) < procs {
                 i += 1;
-                if i >= n {
+                // No start at or after `limit` counts: stop there instead of walking
+                // the rest of the profile (a wide job far down a long queue would
+                // otherwise scan up to its own reservation at every compression).
+                if i >= n || self.steps[i].0 >= limit {
                     return None;
                 }
                 start = self.steps[i].0;

@@ -41,8 +41,9 @@ pub enum Policy {
     /// Conservative backfilling: every job gets a reservation (first fit) on arrival;
     /// when a job ends early the queue is compressed in queue order (Cirne §2.2.1).
     Conservative,
-    /// LOS: a reservation for the head job, the rest chosen by dynamic programming over
-    /// the first `lookahead` waiting jobs that fit now.
+    /// LOS: the head job starts if it fits, else it gets a reservation (its shadow
+    /// time); the rest are chosen by dynamic programming over the first `lookahead`
+    /// waiting jobs that fit now (Shmueli §3.2–3.5).
     Los {
         /// Shmueli's C.
         lookahead: usize,
@@ -696,13 +697,25 @@ impl Simulator {
         }
     }
 
+    /// Shmueli §3.2.1: the first waiting job starts if it fits, and then the shadow
+    /// time is ∞ ("every produced schedule is safe") and the dynamic program chooses
+    /// among all the other jobs, the new head included; otherwise the first job gets
+    /// its shadow time and extra processors and the program chooses among the rest.
+    /// Only the first job is started outright: starting each new head while it fits
+    /// (EASY's loop) would take processors the program could pack better.
     fn schedule_los(&mut self, lookahead: usize, variant: LosVariant, out: &mut Vec<SimEvent>) {
-        self.start_heads(out);
         let Some(&(_, _, head)) = self.queue.first() else {
             return;
         };
-        let (shadow, extra) = self.shadow(self.jobs[&head].job.procs);
-        self.head_shadow = Some((self.jobs[&head].job.id, shadow));
+        let head_procs = self.jobs[&head].job.procs;
+        let (shadow, extra, others) = if head_procs <= self.free {
+            self.start(head, out);
+            (i64::MAX, 0, 0)
+        } else {
+            let (shadow, extra) = self.shadow(head_procs);
+            self.head_shadow = Some((self.jobs[&head].job.id, shadow));
+            (shadow, extra, 1)
+        };
         if self.free == 0 {
             return;
         }
@@ -710,7 +723,7 @@ impl Simulator {
         let free = self.free;
         let mut seqs = Vec::new();
         let mut cands = Vec::new();
-        for &(_, _, seq) in self.queue.iter().skip(1) {
+        for &(_, _, seq) in self.queue.iter().skip(others) {
             if cands.len() == lookahead {
                 break;
             }
@@ -722,7 +735,7 @@ impl Simulator {
             let time = j.requested as f64;
             cands.push(Candidate {
                 size: j.procs,
-                ssize: if now + j.requested <= shadow {
+                ssize: if now.saturating_add(j.requested) <= shadow {
                     0
                 } else {
                     j.procs

@@ -105,6 +105,42 @@ fn shmueli_worked_example_in_the_simulator() {
     assert_eq!(los_example(Policy::Fcfs), Vec::<i64>::new());
 }
 
+/// §3.2.1: a first waiting job that fits starts, and the dynamic program then packs
+/// the free processors from all the others (shadow ∞): on an empty N = 10 machine, jobs
+/// of 2, 5, 4 and 4 processors start as 1, 3 and 4 (10 busy), not 1 and 2 (7 busy, as
+/// starting each new head while it fits would).
+#[test]
+fn los_starts_only_the_first_job_outright() {
+    for variant in [
+        LosVariant::BypassedFirst,
+        LosVariant::SelectedFirst,
+        LosVariant::MaxJobs,
+        LosVariant::MaxSlowdown,
+    ] {
+        let mut sim = Simulator::new(
+            SimConfig::new(
+                10,
+                Policy::Los {
+                    lookahead: 50,
+                    variant,
+                },
+            ),
+            0,
+        );
+        for (id, procs) in [(1, 2), (2, 5), (3, 4), (4, 4)] {
+            sim.submit(job(id, 0, procs, 10, 10)).unwrap();
+        }
+        let ev = sim.advance(0);
+        let mut started: Vec<i64> = starts(&ev).into_keys().collect();
+        started.sort_unstable();
+        assert_eq!(started, vec![1, 3, 4], "{variant:?}");
+        assert_eq!(sim.head_shadow(), None, "no reservation while the head fitted");
+        // Job 2 is the head at the next pass and starts when the others end.
+        let ev = sim.advance(10);
+        assert_eq!(starts(&ev), HashMap::from([(2, 10)]), "{variant:?}");
+    }
+}
+
 /// Cirne's §2.2.1 (Figures 3 and 4), on a 6-processor machine: A, B, C, D, E submitted
 /// in that order. C is placed before B, because B does not fit beside A but C does.
 /// When A ends at 2 instead of 10, E is promoted into the hole, which lets B start
