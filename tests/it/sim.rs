@@ -134,7 +134,11 @@ fn los_starts_only_the_first_job_outright() {
         let mut started: Vec<i64> = starts(&ev).into_keys().collect();
         started.sort_unstable();
         assert_eq!(started, vec![1, 3, 4], "{variant:?}");
-        assert_eq!(sim.head_shadow(), None, "no reservation while the head fitted");
+        assert_eq!(
+            sim.head_shadow(),
+            None,
+            "no reservation while the head fitted"
+        );
         // Job 2 is the head at the next pass and starts when the others end.
         let ev = sim.advance(10);
         assert_eq!(starts(&ev), HashMap::from([(2, 10)]), "{variant:?}");
