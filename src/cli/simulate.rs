@@ -473,6 +473,12 @@ fn print_metrics(m: &Metrics, policy: &Policy, processors: u32, total: usize) {
         "  ran {} (killed at requested time {}, cancelled while running {}), cancelled while waiting {}",
         m.jobs, m.killed, m.cancelled_running, m.cancelled_waiting
     );
+    if m.withdrawn > 0 {
+        println!(
+            "  withdrawn {} (never ran in the log, and would have started before their cancel time: run time unknown)",
+            m.withdrawn
+        );
+    }
     println!("  mean wait           {}", h(m.mean_wait));
     println!("  geo-mean wait       {}", h(m.geo_wait));
     println!("  mean response       {}", h(m.mean_response));

@@ -264,7 +264,9 @@ impl Demo {
                 job.state = match how {
                     EndKind::Completed => JobState::Completed,
                     EndKind::Killed => JobState::Failed,
-                    EndKind::CancelledRunning | EndKind::CancelledWaiting => JobState::Cancelled,
+                    EndKind::CancelledRunning | EndKind::CancelledWaiting | EndKind::Withdrawn => {
+                        JobState::Cancelled
+                    }
                 };
                 Some(job)
             }

@@ -19,7 +19,10 @@ pub struct SimJob {
     /// Submit (arrival) time.
     pub submit: i64,
     /// Seconds the job would run if not killed. A job that would run longer than
-    /// `requested` is killed when its requested time is up.
+    /// `requested` is killed when its requested time is up. -1: unknown, for a job of
+    /// a log that its user cancelled before it ever ran (it has a `cancel_at`); if
+    /// the simulation could start it before then, it is withdrawn instead
+    /// ([`EndKind::Withdrawn`]).
     pub runtime: i64,
     /// Processors the job needs for its whole run.
     pub procs: u32,
@@ -41,6 +44,11 @@ impl SimJob {
     pub fn overruns(&self) -> bool {
         self.runtime > self.requested
     }
+
+    /// Whether its run time is unknown: a log's job that never ran (`runtime` -1).
+    pub fn runtime_unknown(&self) -> bool {
+        self.runtime < 0
+    }
 }
 
 /// How a job left the simulated machine.
@@ -55,6 +63,11 @@ pub enum EndKind {
     CancelledRunning,
     /// Cancelled by its user while it was waiting; it never ran.
     CancelledWaiting,
+    /// A log's job that never ran there (its user cancelled it while it waited) and
+    /// that the simulation would have started before that cancel time: what it would
+    /// have run is unknown, so it leaves the queue then without running, and it counts
+    /// among the jobs that did not run rather than as a job of 0 seconds.
+    Withdrawn,
 }
 
 /// The life of one job in a simulation, assembled from its events.
@@ -62,7 +75,7 @@ pub enum EndKind {
 pub struct JobOutcome {
     /// The job as submitted.
     pub job: SimJob,
-    /// When it started; `None` when it was cancelled before starting.
+    /// When it started; `None` when it was cancelled or withdrawn before starting.
     pub start: Option<i64>,
     /// When it left the machine (or the queue, for a job cancelled while waiting).
     pub end: i64,

@@ -23,6 +23,9 @@ pub struct Metrics {
     pub cancelled_running: usize,
     /// Jobs cancelled while waiting.
     pub cancelled_waiting: usize,
+    /// Log jobs that never ran there, taken out when the simulation would have started
+    /// them ([`EndKind::Withdrawn`]).
+    pub withdrawn: usize,
     /// Mean wait, seconds.
     pub mean_wait: f64,
     /// Geometric mean wait, seconds (a wait under 1 s counts as 1 s, so that the mean
@@ -53,6 +56,7 @@ pub fn metrics(outcomes: &[JobOutcome], processors: u32) -> Metrics {
         killed: 0,
         cancelled_running: 0,
         cancelled_waiting: 0,
+        withdrawn: 0,
         mean_wait: 0.0,
         geo_wait: 0.0,
         mean_response: 0.0,
@@ -70,6 +74,10 @@ pub fn metrics(outcomes: &[JobOutcome], processors: u32) -> Metrics {
         match o.kind {
             EndKind::CancelledWaiting => {
                 m.cancelled_waiting += 1;
+                continue;
+            }
+            EndKind::Withdrawn => {
+                m.withdrawn += 1;
                 continue;
             }
             EndKind::Killed => m.killed += 1,

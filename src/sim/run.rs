@@ -42,7 +42,10 @@ impl OutcomeCollector {
                 }
                 EventKind::Ended { how } => {
                     if let Some((job, start)) = self.live.remove(&ev.job) {
-                        debug_assert_eq!(start.is_none(), how == EndKind::CancelledWaiting);
+                        debug_assert_eq!(
+                            start.is_none(),
+                            matches!(how, EndKind::CancelledWaiting | EndKind::Withdrawn)
+                        );
                         out.push(JobOutcome {
                             job,
                             start,

@@ -174,7 +174,7 @@ pub enum SubmitError {
     BadSize { procs: u32, machine: u32 },
     /// Requested time below one second.
     BadRequestedTime(i64),
-    /// Negative runtime.
+    /// Negative runtime, other than -1 (unknown) with a cancel time.
     BadRuntime(i64),
     /// Cancel time before the submit time.
     CancelBeforeSubmit { submit: i64, cancel_at: i64 },
@@ -195,7 +195,10 @@ impl fmt::Display for SubmitError {
                 write!(f, "{procs} processors on a machine of {machine}")
             }
             Self::BadRequestedTime(t) => write!(f, "requested time {t} s is below 1 s"),
-            Self::BadRuntime(t) => write!(f, "runtime {t} s is negative"),
+            Self::BadRuntime(t) => write!(
+                f,
+                "runtime {t} s is negative (only -1, unknown, is taken, and only with a cancel time)"
+            ),
             Self::CancelBeforeSubmit { submit, cancel_at } => {
                 write!(f, "cancel time {cancel_at} is before submit time {submit}")
             }
@@ -376,7 +379,7 @@ impl Simulator {
         if job.requested < 1 {
             return Err(SubmitError::BadRequestedTime(job.requested));
         }
-        if job.runtime < 0 {
+        if job.runtime < -1 || (job.runtime == -1 && job.cancel_at.is_none()) {
             return Err(SubmitError::BadRuntime(job.runtime));
         }
         if let Some(c) = job.cancel_at
@@ -575,26 +578,7 @@ impl Simulator {
         }
         match e.state {
             State::Pending => return,
-            State::Waiting { resv } => {
-                let (procs, req) = (e.job.procs, e.job.requested);
-                let key = self.key(seq);
-                self.queue.remove(&key);
-                if let Some(s) = resv {
-                    self.resv.remove(&(s, seq));
-                    if let Some(p) = &mut self.profile {
-                        p.release(s, s + req, i64::from(procs));
-                    }
-                    self.note_release(s + req);
-                } else {
-                    self.arrived.retain(|&a| a != seq);
-                }
-                out.push(self.event(
-                    seq,
-                    EventKind::Ended {
-                        how: EndKind::CancelledWaiting,
-                    },
-                ));
-            }
+            State::Waiting { resv } => self.leave_queue(seq, resv, EndKind::CancelledWaiting, out),
             State::Running { start } => {
                 out.push(self.event(
                     seq,
@@ -608,7 +592,41 @@ impl Simulator {
         self.forget(seq);
     }
 
+    /// A waiting job leaves the queue without running: its reservation, if it has one,
+    /// is given back.
+    fn leave_queue(&mut self, seq: u64, resv: Option<i64>, how: EndKind, out: &mut Vec<SimEvent>) {
+        let (procs, req) = {
+            let j = &self.jobs[&seq].job;
+            (j.procs, j.requested)
+        };
+        let key = self.key(seq);
+        self.queue.remove(&key);
+        if let Some(s) = resv {
+            self.resv.remove(&(s, seq));
+            if let Some(p) = &mut self.profile {
+                p.release(s.max(self.now), s + req, i64::from(procs));
+            }
+            self.note_release(s + req);
+        } else {
+            self.arrived.retain(|&a| a != seq);
+        }
+        out.push(self.event(seq, EventKind::Ended { how }));
+    }
+
     fn start(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
+        if self.jobs[&seq].job.runtime_unknown() {
+            // A log's job that never ran: nothing is known of what it would run.
+            let resv = match self.jobs[&seq].state {
+                State::Waiting { resv } => resv,
+                _ => None,
+            };
+            self.leave_queue(seq, resv, EndKind::Withdrawn, out);
+            self.forget(seq);
+            // Another pass at this instant, as after a job of 0 s: what the pass
+            // planned for its processors can go to others.
+            self.heap.push(Reverse((self.now, WAKE, seq)));
+            return;
+        }
         let key = self.key(seq);
         self.queue.remove(&key);
         let now = self.now;
@@ -922,6 +940,63 @@ mod tests {
                 (50, 2, EventKind::Started),
                 (60, 2, cancelled)
             ]
+        );
+    }
+
+    /// A log's job that never ran (runtime -1) is withdrawn, not run for 0 s, when a
+    /// policy would start it before its cancel time; its processors (and, under
+    /// conservative backfilling, its reservation) go to the next job at once. One the
+    /// machine cannot start before its cancel time leaves then, as any cancelled job.
+    #[test]
+    fn a_job_that_never_ran_in_its_log_is_withdrawn_when_it_would_start() {
+        let j = |id, submit, procs, runtime, cancel_at| SimJob {
+            id,
+            queue: 1,
+            submit,
+            runtime,
+            procs,
+            requested: 100,
+            cancel_at,
+        };
+        for policy in [
+            Policy::Fcfs,
+            Policy::Easy,
+            Policy::Conservative,
+            Policy::Los {
+                lookahead: 50,
+                variant: LosVariant::BypassedFirst,
+            },
+        ] {
+            let mut sim = Simulator::new(SimConfig::new(4, policy), 0);
+            // 1 never ran in its log (cancelled at 500); 2 needs the whole machine.
+            sim.submit(j(1, 0, 4, -1, Some(500))).unwrap();
+            sim.submit(j(2, 0, 4, 50, None)).unwrap();
+            // 3 never ran either and cannot start before its cancel time at 30.
+            sim.submit(j(3, 10, 4, -1, Some(30))).unwrap();
+            let mut ev = sim.advance(1000);
+            ev.retain(|e| matches!(e.kind, EventKind::Started | EventKind::Ended { .. }));
+            let got: Vec<_> = ev.iter().map(|e| (e.time, e.job, e.kind)).collect();
+            let ended = |how| EventKind::Ended { how };
+            assert_eq!(
+                got,
+                [
+                    (0, 1, ended(EndKind::Withdrawn)),
+                    (0, 2, EventKind::Started),
+                    (30, 3, ended(EndKind::CancelledWaiting)),
+                    (50, 2, ended(EndKind::Completed)),
+                ],
+                "{policy}"
+            );
+        }
+        let mut sim = Simulator::new(SimConfig::new(4, Policy::Easy), 0);
+        assert_eq!(
+            sim.submit(j(4, 0, 1, -1, None)),
+            Err(SubmitError::BadRuntime(-1)),
+            "unknown only with a cancel time"
+        );
+        assert_eq!(
+            sim.submit(j(5, 0, 1, -2, Some(9))),
+            Err(SubmitError::BadRuntime(-2))
         );
     }
 

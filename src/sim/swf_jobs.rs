@@ -8,8 +8,9 @@
 //! - run time unknown → set aside, unless the job was cancelled (then it never ran);
 //! - a cancelled job (status 5) that never ran (run time ≤ 0) leaves the queue at its
 //!   original cancel time, `submit + wait` (its cancel lag is kept under load
-//!   scaling); a cancelled job that ran is replayed as run, its record keeping
-//!   status 5;
+//!   scaling), or, if the simulation would start it before then, at that moment
+//!   without running ([`EndKind::Withdrawn`]: what it would have run is unknown);
+//!   a cancelled job that ran is replayed as run, its record keeping status 5;
 //! - more processors than the machine → left out and counted (the rule).
 //!
 //! May import: std and the crate's SWF domain types (no I/O).
@@ -102,7 +103,7 @@ pub fn jobs_from_trace(trace: &SwfTrace, processors: u32, load_scale: f64) -> Tr
         }
         let never_ran = r.cancelled() && r.run <= 0;
         let runtime = if never_ran {
-            0
+            -1
         } else if r.run >= 0 {
             r.run
         } else {
@@ -195,7 +196,9 @@ pub fn outcome_record(o: &JobOutcome, original: Option<&SwfRecord>) -> SwfRecord
             }
         }
         EndKind::Killed => 0,
-        EndKind::CancelledRunning | EndKind::CancelledWaiting => STATUS_CANCELLED,
+        EndKind::CancelledRunning | EndKind::CancelledWaiting | EndKind::Withdrawn => {
+            STATUS_CANCELLED
+        }
     };
     r
 }
@@ -243,6 +246,8 @@ mod tests {
         assert_eq!(ids, vec![1, 2, 5]);
         assert_eq!(t.jobs[1].submit, 5, "arrival offsets halved");
         assert_eq!(t.jobs[1].cancel_at, Some(35), "cancel lag kept");
+        assert!(t.jobs[1].runtime_unknown(), "it never ran: -1, not 0 s");
+        assert!(!t.jobs[0].runtime_unknown());
         assert_eq!(t.jobs[2].requested, 70);
         assert_eq!(t.requested_from_runtime, 1);
         let why: Vec<(u64, &SkipReason)> = t.skipped.iter().map(|s| (s.line, &s.reason)).collect();

@@ -358,7 +358,7 @@ impl Driver {
                 }
             }
             EventKind::Ended { how } => {
-                if how == EndKind::CancelledWaiting {
+                if matches!(how, EndKind::CancelledWaiting | EndKind::Withdrawn) {
                     self.predictor.observe_departure(submit, ev.time, shape);
                     if varq.is_none() {
                         self.other_waits.push(ev.time - submit);

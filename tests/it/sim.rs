@@ -238,7 +238,12 @@ fn workload(n: usize, machine: u32) -> impl Strategy<Value = Vec<SimJob>> {
                     id: i as i64 + 1,
                     queue: (i % 3) as i32,
                     submit: t,
-                    runtime: run,
+                    // Now and then a log's job that never ran (run time unknown).
+                    runtime: if cancel.is_some() && run % 7 == 0 {
+                        -1
+                    } else {
+                        run
+                    },
                     procs,
                     requested: req,
                     cancel_at: cancel.map(|c| t + c),
@@ -285,10 +290,17 @@ fn check_events(jobs: &[SimJob], machine: u32, events: &[SimEvent]) {
                             assert_eq!(run, j.requested);
                         }
                         EndKind::CancelledRunning => assert_eq!(Some(e.time), j.cancel_at),
-                        EndKind::CancelledWaiting => {
-                            panic!("a started job cannot be cancelled waiting")
+                        EndKind::CancelledWaiting | EndKind::Withdrawn => {
+                            panic!("a started job cannot leave as {how:?}")
                         }
                     }
+                } else if how == EndKind::Withdrawn {
+                    // Taken out, at most at its cancel time, instead of running.
+                    assert!(
+                        j.runtime_unknown(),
+                        "only a job that never ran is withdrawn"
+                    );
+                    assert!(e.time >= j.submit && Some(e.time) <= j.cancel_at);
                 } else {
                     assert_eq!(how, EndKind::CancelledWaiting);
                     assert_eq!(Some(e.time), j.cancel_at);
