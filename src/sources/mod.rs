@@ -191,23 +191,26 @@ pub trait Source: Send + 'static {
 /// `None` for anything else, including a duration too long to count in seconds.
 pub fn parse_duration(text: &str) -> Option<i64> {
     let t = text.trim();
+    // Whether days are given, not whether they are 0: after `D-` one number is hours
+    // and two are hours and minutes, even in `0-05` (five hours) or `0-10:30`.
     let (days, rest) = match t.split_once('-') {
-        Some((d, r)) => (d.parse::<i64>().ok()?, r),
-        None => (0, t),
+        Some((d, r)) => (Some(d.parse::<i64>().ok()?), r),
+        None => (None, t),
     };
     let parts: Vec<i64> = rest
         .split(':')
         .map(|p| p.parse::<i64>().ok().filter(|v| *v >= 0))
         .collect::<Option<_>>()?;
-    let (h, m, s) = match *parts.as_slice() {
-        [s] if days == 0 => (0, 0, s),
-        [h] => (h, 0, 0),
-        [m, s] if days == 0 => (0, m, s),
-        [h, m] => (h, m, 0),
-        [h, m, s] => (h, m, s),
+    let (h, m, s) = match (days, parts.as_slice()) {
+        (None, &[s]) => (0, 0, s),
+        (Some(_), &[h]) => (h, 0, 0),
+        (None, &[m, s]) => (0, m, s),
+        (Some(_), &[h, m]) => (h, m, 0),
+        (_, &[h, m, s]) => (h, m, s),
         _ => return None,
     };
-    days.checked_mul(86_400)?
+    days.unwrap_or(0)
+        .checked_mul(86_400)?
         .checked_add(h.checked_mul(3600)?)?
         .checked_add(m.checked_mul(60)?)?
         .checked_add(s)
@@ -216,6 +219,8 @@ pub fn parse_duration(text: &str) -> Option<i64> {
 /// What the line-reading sources' tests share.
 #[cfg(test)]
 pub(crate) mod test_lines {
+    use proptest::prelude::*;
+
     use super::Batch;
 
     /// Lines numbered from 1, as a log file reader hands them over.
@@ -234,11 +239,133 @@ pub(crate) mod test_lines {
             .map(|r| (r.line, r.reason.as_str()))
             .collect()
     }
+
+    /// Field values that break a parser trusting its input: the ends of `i64` and just
+    /// past them, the 32- and 64-bit sentinels, signs and separators alone, times out of
+    /// any calendar, non-ASCII, multi-byte and invisible text, control characters, and
+    /// runs of digits far longer than any number.
+    pub fn hostile_field() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => proptest::sample::select(vec![
+                "9223372036854775807",
+                "-9223372036854775808",
+                "9223372036854775808",
+                "-9223372036854775809",
+                "18446744073709551615",
+                "4294967295",
+                "4294967294",
+                "100000000001",
+                "253402300800",
+                "-62167219201",
+                "-1",
+                "0",
+                "+1",
+                "",
+                "-",
+                "+",
+                ":",
+                ";",
+                "|",
+                "=",
+                ",",
+                " ",
+                "\t",
+                "\0",
+                "\u{7f}",
+                "\u{feff}",
+                "\u{2003}",
+                "é",
+                "日本語",
+                "😀",
+                "1e308",
+                "NaN",
+                "-0",
+                "Unknown",
+                "UNLIMITED",
+                "INFINITY",
+                "9999-12-31T23:59:59",
+                "0000-01-01T00:00:00",
+                "2024-02-30T00:00:00",
+                "9223372036854775807-00:00:00",
+                "00:9223372036854775807:00",
+                "153722867280912930:00:00",
+            ])
+            .prop_map(String::from),
+            2 => any::<i64>().prop_map(|v| v.to_string()),
+            2 => ".{0,12}",
+            1 => (1usize..4_000).prop_map(|n| "9".repeat(n)),
+        ]
+    }
+
+    /// One change to a line split at its separator.
+    #[derive(Debug, Clone)]
+    pub enum Edit {
+        /// The field at this index (modulo the count) becomes this text.
+        Replace(usize, String),
+        /// The value after the field's first `=` becomes this text (the whole field
+        /// where it has no `=`): a `key=value` attribute keeps its key.
+        Value(usize, String),
+        /// Two fields change places.
+        Swap(usize, usize),
+        /// The field goes.
+        Remove(usize),
+        /// The field comes twice.
+        Duplicate(usize),
+        /// The line is cut after this many characters (modulo its length).
+        Truncate(usize),
+    }
+
+    /// `base` (a valid line) with one to five [`Edit`]s of its `sep`-separated fields,
+    /// repeated up to 40 times now and then for very long lines.
+    pub fn mutated(base: &'static str, sep: &'static str) -> impl Strategy<Value = String> {
+        let edit = prop_oneof![
+            4 => (any::<usize>(), hostile_field()).prop_map(|(i, s)| Edit::Replace(i, s)),
+            4 => (any::<usize>(), hostile_field()).prop_map(|(i, s)| Edit::Value(i, s)),
+            1 => (any::<usize>(), any::<usize>()).prop_map(|(i, j)| Edit::Swap(i, j)),
+            1 => any::<usize>().prop_map(Edit::Remove),
+            1 => any::<usize>().prop_map(Edit::Duplicate),
+            1 => any::<usize>().prop_map(Edit::Truncate),
+        ];
+        let repeat = prop_oneof![8 => Just(1usize), 1 => 2usize..40];
+        (proptest::collection::vec(edit, 1..6), repeat).prop_map(move |(edits, repeat)| {
+            let mut f: Vec<String> = base.split(sep).map(String::from).collect();
+            for e in edits {
+                let n = f.len().max(1);
+                match e {
+                    Edit::Replace(i, s) if !f.is_empty() => f[i % n] = s,
+                    Edit::Value(i, s) if !f.is_empty() => {
+                        let field = &mut f[i % n];
+                        *field = match field.split_once('=') {
+                            Some((k, _)) => format!("{k}={s}"),
+                            None => s,
+                        };
+                    }
+                    Edit::Swap(i, j) if !f.is_empty() => f.swap(i % n, j % n),
+                    Edit::Remove(i) if !f.is_empty() => {
+                        f.remove(i % n);
+                    }
+                    Edit::Duplicate(i) if !f.is_empty() => {
+                        let d = f[i % n].clone();
+                        f.insert(i % n, d);
+                    }
+                    Edit::Truncate(at) => {
+                        let line = f.join(sep);
+                        let keep = at % (line.chars().count() + 1);
+                        let cut: String = line.chars().take(keep).collect();
+                        f = cut.split(sep).map(String::from).collect();
+                    }
+                    _ => {}
+                }
+            }
+            vec![f.join(sep); repeat].join(sep)
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn durations_read_in_every_form() {
@@ -247,6 +374,11 @@ mod tests {
         assert_eq!(parse_duration("10:30"), Some(630));
         assert_eq!(parse_duration("90"), Some(90));
         assert_eq!(parse_duration("2-12"), Some(216_000));
+        // Zero days still make what follows hours (and minutes): `0-05` was read as five
+        // seconds and `0-10:30` as ten and a half minutes.
+        assert_eq!(parse_duration("0-05"), Some(18_000));
+        assert_eq!(parse_duration("0-10:30"), Some(37_800));
+        assert_eq!(parse_duration("0-00:00:30"), Some(30));
         assert_eq!(parse_duration("UNLIMITED"), None);
         assert_eq!(parse_duration(""), None);
         assert_eq!(parse_duration("1:2:3:4"), None);
@@ -255,5 +387,45 @@ mod tests {
         assert_eq!(parse_duration("9999999999999999:00:00"), None);
         assert_eq!(parse_duration("153722867280912931:00"), None);
         assert_eq!(parse_duration("9223372036854775807"), Some(i64::MAX));
+    }
+
+    /// The seconds `[D-]HH:MM:SS` stands for, counted in `i128` (no overflow): what
+    /// [`parse_duration`] must give whenever it fits in `i64`.
+    fn seconds(d: i64, h: i64, m: i64, s: i64) -> Option<i64> {
+        let total = i128::from(d) * 86_400 + i128::from(h) * 3600 + i128::from(m) * 60;
+        i64::try_from(total + i128::from(s)).ok()
+    }
+
+    proptest! {
+        /// Any text is a duration or `None`, never a panic, and never a negative one.
+        #[test]
+        fn durations_never_panic(text in any::<String>()) {
+            if let Some(s) = parse_duration(&text) {
+                prop_assert!(s >= 0, "{text:?} read as {s}");
+            }
+        }
+
+        /// Every part up to the ends of `i64`: the exact count, or `None` when it does
+        /// not fit or a part is negative.
+        #[test]
+        fn durations_count_exactly_or_not_at_all(
+            d in any::<i64>(),
+            h in any::<i64>(),
+            m in any::<i64>(),
+            s in any::<i64>(),
+            small in 0i64..100,
+        ) {
+            // Negative days read as no duration: `-` is the days' separator.
+            let want = |d: i64, h, m, s| {
+                if d < 0 || h < 0 || m < 0 || s < 0 { None } else { seconds(d, h, m, s) }
+            };
+            for (d, h, m, s) in [(d, h, m, s), (small, h, small, small), (0, small, m, s)] {
+                let read = |text: String| parse_duration(&text);
+                prop_assert_eq!(read(format!("{d}-{h}:{m}:{s}")), want(d, h, m, s));
+                prop_assert_eq!(read(format!("{h}:{m}:{s}")), want(0, h, m, s));
+                prop_assert_eq!(read(format!("{m}:{s}")), want(0, 0, m, s));
+                prop_assert_eq!(read(format!("{d}-{h}")), want(d, h, 0, 0));
+            }
+        }
     }
 }

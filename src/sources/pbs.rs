@@ -198,7 +198,8 @@ impl Source for PbsFollower {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::test_lines::{numbered, reasons};
+    use crate::sources::test_lines::{mutated, numbered, reasons};
+    use proptest::prelude::*;
 
     const S: &str = "04/18/2024 10:05:00;S;1234.pbs01;user=alice group=g project=_pbs_project_default jobname=sim queue=workq ctime=1713434300 qtime=1713434400 etime=1713434400 start=1713434700 exec_host=n1/0*8+n2/0*8 Resource_List.ncpus=16 Resource_List.nodect=2 Resource_List.place=scatter Resource_List.select=2:ncpus=8 Resource_List.walltime=01:00:00 resource_assigned.ncpus=16";
     const E: &str = "04/18/2024 10:35:00;E;1234.pbs01;user=alice group=g jobname=sim queue=workq ctime=1713434300 qtime=1713434400 etime=1713434400 start=1713434700 exec_host=n1/0*8+n2/0*8 Resource_List.ncpus=16 Resource_List.nodect=2 Resource_List.walltime=01:00:00 session=4242 end=1713436500 Exit_status=0 resources_used.walltime=00:30:00";
@@ -302,6 +303,35 @@ mod tests {
                     "{key}={value:?} counts more nodes than can be stored"
                 ))
             );
+        }
+    }
+
+    proptest! {
+        /// A damaged accounting line (an attribute's value, the fields between `;`, or
+        /// arbitrary text) is a job, a skipped line or a reason, never a panic; a job
+        /// has an id, a queue and a submission time, and the service's check of it
+        /// answers too.
+        #[test]
+        fn damaged_lines_never_panic(text in prop_oneof![
+            mutated(S, " "),
+            mutated(E, " "),
+            mutated(TORQUE, " "),
+            mutated(E, ";"),
+            any::<String>(),
+        ]) {
+            match parse_line(&text) {
+                Ok(PbsLine::Job(j)) => {
+                    prop_assert!(!j.job_id.is_empty() && !j.queue.is_empty());
+                    prop_assert!(j.submit_time > 0);
+                    prop_assert!(j.nodes.is_none_or(|n| n > 0));
+                    prop_assert!(j.walltime_s.is_none_or(|w| w > 0));
+                    let _ = j.checked(1_800_000_000);
+                }
+                Ok(PbsLine::Skipped) => {}
+                Err(reason) => prop_assert!(!reason.is_empty()),
+            }
+            let b = read_lines(&numbered(&[&text, S]), 1_800_000_000);
+            prop_assert!(b.records.len() + b.rejects.len() <= 2);
         }
     }
 }

@@ -61,7 +61,8 @@ fn iso(unix: i64) -> String {
 }
 
 /// A time field: Unix seconds, or ISO `YYYY-MM-DDTHH:MM:SS` read as UTC; `Unknown`,
-/// `None` and empty are `None`.
+/// `None` and empty are `None`, and so is a time at or before 1970 in either form
+/// (Slurm's 0 for "not yet"; no job ran before there was a Slurm).
 fn time_field(text: &str, name: &str) -> Result<Option<i64>, String> {
     let t = text.trim();
     if t.is_empty() || t == "Unknown" || t == "None" {
@@ -72,7 +73,7 @@ fn time_field(text: &str, name: &str) -> Result<Option<i64>, String> {
     }
     let format = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
     time::PrimitiveDateTime::parse(t, format)
-        .map(|d| Some(d.assume_utc().unix_timestamp()))
+        .map(|d| Some(d.assume_utc().unix_timestamp()).filter(|&v| v > 0))
         .map_err(|_| format!("{name} {t:?} is neither Unix seconds nor YYYY-MM-DDTHH:MM:SS"))
 }
 
@@ -256,6 +257,8 @@ impl Source for SacctRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::test_lines::mutated;
+    use proptest::prelude::*;
 
     #[test]
     fn captured_output_reads() {
@@ -383,6 +386,25 @@ mod tests {
     }
 
     #[test]
+    fn iso_times_before_1970_are_not_times_as_in_unix_seconds() {
+        // `0000-01-01T00:00:00` was a submission in year 0 (accepted by the store's
+        // range), where Unix seconds `0` or less are "unknown".
+        for submit in ["0000-01-01T00:00:00", "1970-01-01T00:00:00", "0", "-5"] {
+            assert_eq!(
+                parse_line(&format!(
+                    "7|debug|{submit}|Unknown|Unknown|00:10:00|1|PENDING|0"
+                )),
+                Err("Submit is unknown".to_string()),
+                "{submit}"
+            );
+        }
+        let r = parse_line("7|debug|1700000000|1960-01-01T00:00:00|1700000300|00:10:00|1|FAILED|1")
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.start_time, r.end_time), (None, Some(1700000300)));
+    }
+
+    #[test]
     fn states_that_leave_the_queue_end_the_wait() {
         // A federated job's copy revoked on this cluster left the queue without running
         // here: not a job waiting for ever.
@@ -419,5 +441,39 @@ mod tests {
         let args = arguments(0, 86_400);
         assert!(args.contains(&"--starttime=1970-01-01T00:00:00".to_string()));
         assert!(args.contains(&"--endtime=1970-01-02T00:00:00".to_string()));
+    }
+
+    /// Lines as sacct prints them: a finished job, one with ISO times, a pending one
+    /// submitted to two partitions.
+    const DONE: &str = "1|debug|1795259946|1795259948|1795259950|1-00:05:00|1|COMPLETED|1";
+    const ISO: &str = "45|debug|2025-11-21T08:00:10|2025-11-21T08:00:20|2025-11-21T08:01:00|UNLIMITED|2|TIMEOUT|2";
+    const PENDING: &str = "6|debug,long|1795259967|Unknown|Unknown|00:10:00|1|PENDING|0";
+
+    proptest! {
+        /// A damaged line (its fields between `|`, or arbitrary text) is a job, nothing
+        /// or a reason, never a panic; a job has an id, a queue and a submission time,
+        /// and the service's check of it answers too.
+        #[test]
+        fn damaged_lines_never_panic(text in prop_oneof![
+            mutated(DONE, "|"),
+            mutated(ISO, "|"),
+            mutated(PENDING, "|"),
+            mutated(ISO, "-"),
+            any::<String>(),
+        ]) {
+            match parse_line(&text) {
+                Ok(Some(j)) => {
+                    prop_assert!(!j.job_id.is_empty() && !j.queue.is_empty());
+                    prop_assert!(j.submit_time > 0);
+                    prop_assert!(j.nodes.is_none_or(|n| n > 0));
+                    prop_assert!(j.walltime_s.is_none_or(|w| w > 0));
+                    let _ = j.checked(1_800_000_000);
+                }
+                Ok(None) => {}
+                Err(reason) => prop_assert!(!reason.is_empty()),
+            }
+            let b = read_output(&format!("{text}\n{DONE}"), 1_800_000_000);
+            prop_assert!(b.records.len() + b.rejects.len() <= text.lines().count() + 1);
+        }
     }
 }

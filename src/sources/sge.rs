@@ -206,7 +206,8 @@ impl Source for SgeFollower {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::test_lines::{numbered, reasons};
+    use crate::sources::test_lines::{mutated, numbered, reasons};
+    use proptest::prelude::*;
 
     /// A line as Son of Grid Engine 8.1.9 writes it (45 fields).
     const LINE: &str = "all.q:node01:users:alice:sim.sh:4711:sge:0:1713434400:1713434700:1713436500:0:0:1800:1.5:0.2:1024:0:0:0:0:100:0:0:0:0:0:0:0:10:2:NONE:defaultdepartment:mpi:8:0:12.0:0.5:0.1:-U users -q all.q -l h_rt=3600,h_vmem=2G -pe mpi 8:0.0:NONE:2048:0:0";
@@ -325,5 +326,32 @@ mod tests {
                 (Some(6), "task_number \"x\" is not a number"),
             ]
         );
+    }
+
+    proptest! {
+        /// A damaged accounting line (its fields between `:`, the words of its category,
+        /// or arbitrary text) is a job, nothing or a reason, never a panic; a job has an
+        /// id, a queue and a submission time, and the service's check of it answers too.
+        #[test]
+        fn damaged_lines_never_panic(text in prop_oneof![
+            mutated(LINE, ":"),
+            mutated(LINE, " "),
+            mutated(LINE, ","),
+            any::<String>(),
+        ]) {
+            match parse_line(&text) {
+                Ok(Some(j)) => {
+                    prop_assert!(!j.job_id.is_empty() && !j.queue.is_empty());
+                    prop_assert!(j.submit_time > 0);
+                    prop_assert!(j.nodes.is_none_or(|n| n > 0));
+                    prop_assert!(j.walltime_s.is_none_or(|w| w > 0));
+                    let _ = j.checked(1_800_000_000);
+                }
+                Ok(None) => {}
+                Err(reason) => prop_assert!(!reason.is_empty()),
+            }
+            let b = read_lines(&numbered(&[&text, LINE]), 1_800_000_000);
+            prop_assert!(b.records.len() + b.rejects.len() <= 2);
+        }
     }
 }

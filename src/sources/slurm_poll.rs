@@ -174,6 +174,7 @@ impl Source for SlurmRestPoller {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn job(state: slurm_rest::JobState) -> SlurmJob {
         SlurmJob {
@@ -276,5 +277,93 @@ mod tests {
             }
         }
         assert!(read > 0, "the fixtures hold job lists");
+    }
+
+    /// A time as the model can hand it over: any `i64` (the model keeps only positive
+    /// ones, but the conversion must not count on it), often near real dates.
+    fn time() -> impl Strategy<Value = Option<i64>> {
+        proptest::option::of(prop_oneof![
+            any::<i64>(),
+            1_700_000_000i64..1_800_000_000,
+            Just(i64::MAX),
+            Just(i64::MIN),
+        ])
+    }
+
+    fn state() -> impl Strategy<Value = slurm_rest::JobState> {
+        prop_oneof![
+            Just(slurm_rest::JobState::Pending),
+            Just(slurm_rest::JobState::Running),
+            Just(slurm_rest::JobState::Completing),
+            Just(slurm_rest::JobState::Completed),
+            Just(slurm_rest::JobState::Cancelled),
+            Just(slurm_rest::JobState::Timeout),
+            ".{0,8}".prop_map(slurm_rest::JobState::Other),
+        ]
+    }
+
+    /// Mostly names the service takes, so that records get as far as its time checks.
+    fn partition() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => proptest::sample::select(vec!["debug", "debug,long", "long,", ""])
+                .prop_map(String::from),
+            1 => ".{0,20}",
+        ]
+    }
+
+    /// Any job the model could produce, and more.
+    fn slurm_job() -> impl Strategy<Value = SlurmJob> {
+        (
+            (any::<u64>(), partition(), state(), time(), time(), time()),
+            (
+                proptest::option::of(any::<u64>()),
+                proptest::option::of(any::<u32>()),
+                proptest::option::of(".{0,8}"),
+            ),
+        )
+            .prop_map(
+                |((job_id, partition, state, submit, start, end), (limit, count, nodes))| {
+                    SlurmJob {
+                        job_id,
+                        name: String::new(),
+                        partition,
+                        user: String::new(),
+                        state,
+                        state_flags: vec![],
+                        state_reason: None,
+                        submit_time: submit,
+                        eligible_time: submit,
+                        start_time: start,
+                        end_time: end,
+                        expected_start_time: None,
+                        time_limit_s: limit,
+                        node_count: count,
+                        cpus: count,
+                        nodes,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        /// Any jobs become records the service accepts or rejects with a reason, never
+        /// a panic; every job is one or the other.
+        #[test]
+        fn any_job_is_a_record_or_a_reject(jobs in proptest::collection::vec(slurm_job(), 0..6)) {
+            let mut ids = HashSet::new();
+            let jobs: Vec<SlurmJob> = jobs.into_iter().filter(|j| ids.insert(j.job_id)).collect();
+            for j in &jobs {
+                if let Ok(r) = to_record(j) {
+                    prop_assert!(r.nodes.is_none_or(|n| n > 0));
+                    prop_assert!(r.walltime_s.is_none_or(|w| w > 0));
+                }
+            }
+            let list = slurm_rest::JobList {
+                jobs: jobs.clone(),
+                ..Default::default()
+            };
+            let b = read_list(&list, 1_800_000_000, &mut HashSet::new());
+            prop_assert_eq!(b.records.len() + b.rejects.len(), jobs.len());
+        }
     }
 }

@@ -220,7 +220,10 @@ impl fmt::Display for SwfRecord {
     /// Writes the record as one SWF line (no newline), in the archive's column style.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let real = |v: f64| -> String {
-            if v.fract() == 0.0 {
+            // Whole numbers without a fraction, as the archive writes them; only those an
+            // `i64` holds exactly, since `as` saturates (a used memory of 1e300 would
+            // otherwise be written as 9223372036854775807).
+            if v.fract() == 0.0 && v.abs() < 9.0e15 {
                 format!("{}", v as i64)
             } else {
                 format!("{v:.2}")
@@ -542,6 +545,8 @@ pub fn write_comments<W: Write>(out: &mut W, lines: &[String]) -> io::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::test_lines::{hostile_field, mutated};
+    use proptest::prelude::*;
 
     const SAMPLE: &str = "\
 ; Version: 2.2
@@ -676,6 +681,17 @@ mod tests {
     }
 
     #[test]
+    fn huge_whole_reals_are_written_as_read() {
+        // Used memory 1e300 was written as i64::MAX (a saturating cast) and read back
+        // as 9.2e18.
+        let text = "1 0 0 0 1 -1 1e300 1 60 -1 1 1 1 -1 1 1 -1 -1";
+        let r = SwfRecord::parse(text, 1).unwrap();
+        let back = SwfRecord::parse(&r.to_string(), 1).unwrap();
+        assert_eq!(back.used_mem, 1e300);
+        assert_eq!(back, r);
+    }
+
+    #[test]
     fn invalid_utf8_is_a_bad_line_not_an_error() {
         let mut data = b"1 0 0 0 1 -1 -1 1 60 -1 1 1 1 -1 1 1 -1 -1\n".to_vec();
         data.extend_from_slice(b"\xff\xfe garbage\n");
@@ -683,5 +699,73 @@ mod tests {
         assert_eq!(t.records.len(), 1);
         assert_eq!(t.bad[0].line, 2);
         assert_eq!(t.bad[0].reason, "not valid UTF-8 text");
+    }
+
+    /// A job line of the archive's, every field known.
+    const LINE: &str = "1 0 10 100 8 50.5 -1 8 3600 -1 1 3 1 -1 1 1 -1 -1";
+
+    proptest! {
+        /// A damaged job line is a record or a reason naming what is wrong, never a
+        /// panic; a record has its times in range and prints to a line that reads back
+        /// to it (reals to the two decimals the archive writes).
+        #[test]
+        fn job_lines_never_panic(text in prop_oneof![mutated(LINE, " "), any::<String>()]) {
+            match SwfRecord::parse(&text, 3) {
+                Ok(r) => {
+                    prop_assert!(r.submit >= 0);
+                    for t in [r.submit, r.wait, r.run, r.req_time, r.think] {
+                        prop_assert!(t <= MAX_TIME_S, "{text:?}");
+                    }
+                    let _ = (r.start(), r.procs(), r.requested_time());
+                    let back = SwfRecord::parse(&r.to_string(), 3).map_err(|e| {
+                        TestCaseError::fail(format!("{text:?} printed as {r} does not read: {e}"))
+                    })?;
+                    let near = |a: f64, b: f64| (a - b).abs() <= 0.005 + a.abs() * 1e-15;
+                    prop_assert!(
+                        near(back.avg_cpu, r.avg_cpu) && near(back.used_mem, r.used_mem)
+                            && near(back.req_mem, r.req_mem),
+                        "{text:?} printed as {r}"
+                    );
+                    let ints = |r: &SwfRecord| [r.job, r.submit, r.wait, r.run, r.alloc_procs,
+                        r.req_procs, r.req_time, r.status, r.user, r.group, r.executable,
+                        r.queue, r.partition, r.preceding, r.think];
+                    prop_assert_eq!(ints(&back), ints(&r));
+                }
+                Err(e) => {
+                    prop_assert_eq!(e.line, 3);
+                    prop_assert!(!e.reason.is_empty());
+                }
+            }
+        }
+
+        /// Any bytes read as a trace: each non-blank line is a comment, a record or a
+        /// bad line, and the header's start is a date (within `MAX_TIME_S`).
+        #[test]
+        fn traces_never_panic(
+            lines in proptest::collection::vec(
+                prop_oneof![
+                    mutated(LINE, " "),
+                    hostile_field().prop_map(|v| format!("; UnixStartTime: {v}")),
+                    hostile_field().prop_map(|v| format!("; Queue: {v} q{v}")),
+                    hostile_field().prop_map(|v| format!("; MaxProcs: {v}")),
+                    any::<String>(),
+                ],
+                0..8,
+            ),
+            junk in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut data = lines.join("\n").into_bytes();
+            data.extend_from_slice(&junk);
+            let t = SwfTrace::read(&data[..]).unwrap();
+            let lines = data.split(|&b| b == b'\n').count();
+            prop_assert!(t.records.len() + t.bad.len() <= lines);
+            if let Some(start) = t.header.unix_start_time {
+                prop_assert!((-MAX_TIME_S..=MAX_TIME_S).contains(&start));
+            }
+            let field = t.queue_field();
+            for r in &t.records {
+                let _ = t.queue_name(field, t.queue_of(field, r));
+            }
+        }
     }
 }

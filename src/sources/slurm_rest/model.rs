@@ -404,9 +404,11 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, ParseError> {
         errors: raw
             .errors
             .into_iter()
+            // An empty text is no text: kept, it would print as nothing (an error
+            // reading only `""`) instead of "unspecified Slurm error".
             .map(|e| SlurmErrorEntry {
                 number: e.error_number.and_then(RawNumber::value),
-                error: e.error,
+                error: e.error.filter(|e| !e.is_empty()),
                 description: e.description.filter(|d| !d.is_empty()),
                 source: e.source.filter(|s| !s.is_empty()),
             })
@@ -581,11 +583,15 @@ pub fn parse_cancel(body: &[u8]) -> Result<Vec<SlurmErrorEntry>, ParseError> {
         .filter_map(|s| {
             let e = s.error?;
             let number = e.code.and_then(RawNumber::value);
+            // Empty texts are left out, as in `parse_envelope`.
             (number.unwrap_or(0) != 0).then(|| SlurmErrorEntry {
                 number,
-                error: e.string,
-                description: e.message,
-                source: s.step_id.map(|st| format!("cancel of step {st}")),
+                error: e.string.filter(|e| !e.is_empty()),
+                description: e.message.filter(|m| !m.is_empty()),
+                source: s
+                    .step_id
+                    .filter(|st| !st.is_empty())
+                    .map(|st| format!("cancel of step {st}")),
             })
         })
         .collect())
@@ -594,6 +600,7 @@ pub fn parse_cancel(body: &[u8]) -> Result<Vec<SlurmErrorEntry>, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn job(json: &str) -> Result<SlurmJob, String> {
         job_from_raw(serde_json::from_str(json).unwrap())
@@ -715,6 +722,21 @@ mod tests {
     }
 
     #[test]
+    fn empty_error_texts_are_no_texts() {
+        // `"error": ""` with no number printed as an empty message.
+        let e =
+            parse_envelope(br#"{"errors":[{"error":"","description":"","source":""}]}"#).unwrap();
+        assert_eq!(e.errors[0].error, None);
+        assert_eq!(e.errors[0].to_string(), "unspecified Slurm error");
+        // An empty message and step printed as ": Unknown (error 5): in cancel of step ".
+        let c = parse_cancel(
+            br#"{"status":[{"error":{"code":5,"string":"Unknown","message":""},"step_id":""}]}"#,
+        )
+        .unwrap();
+        assert_eq!(c[0].to_string(), "Unknown (error 5)");
+    }
+
+    #[test]
     fn submissions_are_checked_field_by_field() {
         let ok = JobSubmission {
             name: "qbets-r1".into(),
@@ -739,5 +761,188 @@ mod tests {
         assert!(
             bad(|s| s.environment = vec![("A=B".into(), "c".into())]).starts_with("environment:")
         );
+    }
+
+    /// Numbers as slurmrestd writes them and as no slurmrestd should: the ends of `i64`
+    /// and `u64` and just past them, the 32- and 64-bit sentinels, doubles, number
+    /// objects (nested, incomplete), and values of other types.
+    fn number() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => proptest::sample::select(vec![
+                "9223372036854775807",
+                "-9223372036854775808",
+                "9223372036854775808",
+                "-9223372036854775809",
+                "18446744073709551615",
+                "18446744073709551614",
+                "18446744073709551616",
+                "4294967295",
+                "4294967294",
+                "4294967296",
+                "0",
+                "-1",
+                "1.0",
+                "1.5",
+                "-0.0",
+                "1e308",
+                "-1e308",
+                "9e15",
+                "8999999999999998",
+                "null",
+                "true",
+                "\"12\"",
+                "[]",
+                "{}",
+                r#"{"set":true}"#,
+                r#"{"set":true,"infinite":false,"number":{"number":{"number":7}}}"#,
+                r#"{"infinite":true}"#,
+            ])
+            .prop_map(String::from),
+            2 => any::<i64>().prop_map(|v| v.to_string()),
+            1 => any::<u64>().prop_map(|v| v.to_string()),
+            1 => any::<f64>().prop_filter("JSON has no NaN or infinity", |v| v.is_finite())
+                .prop_map(|v| format!("{v:e}")),
+            2 => (any::<bool>(), any::<bool>(), any::<i64>()).prop_map(|(set, inf, n)| {
+                format!(r#"{{"set":{set},"infinite":{inf},"number":{n}}}"#)
+            }),
+        ]
+    }
+
+    /// A JSON string of any text, or a value of another type.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => any::<String>().prop_map(|s| serde_json::to_string(&s).unwrap()),
+            2 => proptest::sample::select(vec!["debug", "debug,long", ",", "", "None", "n[1-4]"])
+                .prop_map(|s| format!("{s:?}")),
+            1 => proptest::sample::select(vec!["null", "0", "[]", "{}"]).prop_map(String::from),
+        ]
+    }
+
+    /// `job_state` in either generation's shape, with base states, flags, names no
+    /// Slurm has, and values of other types.
+    fn job_state() -> impl Strategy<Value = String> {
+        let name = proptest::sample::select(vec![
+            "PENDING",
+            "RUNNING",
+            "COMPLETED",
+            "CANCELLED",
+            "TIMEOUT",
+            "COMPLETING",
+            "REQUEUED",
+            "CONFIGURING",
+            "WHATEVER_NEW",
+            "",
+        ]);
+        prop_oneof![
+            name.clone().prop_map(|n| format!("{n:?}")),
+            proptest::collection::vec(name, 0..4).prop_map(|v| format!("{v:?}")),
+            text(),
+            number(),
+        ]
+    }
+
+    /// A job record with any of its fields left out or hostile.
+    fn job_json() -> impl Strategy<Value = String> {
+        let field = |key: &'static str, value: BoxedStrategy<String>| {
+            proptest::option::weighted(0.8, value)
+                .prop_map(move |v| v.map(|v| format!("{key:?}:{v}")))
+        };
+        (
+            (
+                field("job_id", number().boxed()),
+                field("job_state", job_state().boxed()),
+                field("submit_time", number().boxed()),
+                field("eligible_time", number().boxed()),
+                field("start_time", number().boxed()),
+                field("end_time", number().boxed()),
+            ),
+            (
+                field("time_limit", number().boxed()),
+                field("node_count", number().boxed()),
+                field("cpus", number().boxed()),
+                field("user_id", number().boxed()),
+                field("nodes", text().boxed()),
+                field("partition", text().boxed()),
+                field("user_name", text().boxed()),
+                field("state_reason", text().boxed()),
+            ),
+        )
+            .prop_map(|((a, b, c, d, e, f), (g, h, i, j, k, l, m, n))| {
+                let fields: Vec<String> = [a, b, c, d, e, f, g, h, i, j, k, l, m, n]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                format!("{{{}}}", fields.join(","))
+            })
+    }
+
+    /// A response body: a job list whose jobs are hostile, with hostile envelope
+    /// fields around it; now and then not a job list at all.
+    fn body() -> impl Strategy<Value = String> {
+        let jobs = proptest::collection::vec(job_json(), 0..4);
+        prop_oneof![
+            8 => (jobs, number(), number(), text(), text()).prop_map(
+                |(jobs, n, code, msg, release)| {
+                    let jobs = jobs.join(",");
+                    let error = format!(
+                        r#"{{"error_number":{code},"error":{msg},"description":{msg},"source":{msg}}}"#
+                    );
+                    let status = format!(
+                        r#"{{"error":{{"code":{code},"string":{msg},"message":{msg}}},"step_id":{msg}}}"#
+                    );
+                    format!(
+                        r#"{{"jobs":[{jobs}],"last_update":{n},"job_id":{n},
+                        "job_submit_user_msg":{msg},"errors":[{error}],
+                        "warnings":[{{"description":{msg},"source":{msg}}}],"status":[{status}],
+                        "meta":{{"slurm":{{"release":{release}}}}}}}"#
+                    )
+                }
+            ),
+            1 => any::<String>(),
+        ]
+    }
+
+    proptest! {
+        /// Whatever a body holds, every parser gives its answer or a [`ParseError`],
+        /// never a panic; a job read has a positive id, and every job of a list is read
+        /// or rejected with its reason.
+        #[test]
+        fn hostile_bodies_never_panic(
+            body in body(),
+            flip in any::<(usize, u8)>(),
+            cut in any::<usize>(),
+        ) {
+            let mut damaged = body.clone().into_bytes();
+            if !damaged.is_empty() {
+                let at = flip.0 % damaged.len();
+                damaged[at] = flip.1;
+                damaged.truncate(damaged.len() - cut % damaged.len() / 4);
+            }
+            for bytes in [body.as_bytes(), &damaged[..]] {
+                if let Ok(e) = parse_envelope(bytes) {
+                    for e in &e.errors {
+                        prop_assert!(!e.to_string().is_empty());
+                    }
+                }
+                if let Ok(s) = parse_submit(bytes) {
+                    prop_assert!(s.job_id > 0);
+                }
+                for e in parse_cancel(bytes).unwrap_or_default() {
+                    prop_assert!(!e.to_string().is_empty());
+                }
+                match parse_job_list(bytes) {
+                    Ok(list) => {
+                        for j in &list.jobs {
+                            prop_assert!(j.job_id > 0);
+                            let _ = j.wait_s();
+                        }
+                        for r in &list.rejected {
+                            prop_assert!(!r.reason.is_empty());
+                        }
+                    }
+                    Err(e) => prop_assert!(!e.reason.is_empty()),
+                }
+            }
+        }
     }
 }
