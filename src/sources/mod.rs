@@ -221,7 +221,19 @@ pub fn parse_duration(text: &str) -> Option<i64> {
 pub(crate) mod test_lines {
     use proptest::prelude::*;
 
-    use super::Batch;
+    use super::{Batch, JobRecord};
+
+    /// What every job a line parser reads must hold, whatever the line: an id, a queue,
+    /// a submission time, and sizes above 0 where they are given; and the service's
+    /// check of it answers (a record or a reason, never a panic).
+    pub fn well_formed(j: &JobRecord) -> Result<(), TestCaseError> {
+        prop_assert!(!j.job_id.is_empty() && !j.queue.is_empty(), "{j:?}");
+        prop_assert!(j.submit_time > 0, "{j:?}");
+        prop_assert!(j.nodes.is_none_or(|n| n > 0), "{j:?}");
+        prop_assert!(j.walltime_s.is_none_or(|w| w > 0), "{j:?}");
+        let _ = j.clone().checked(1_800_000_000);
+        Ok(())
+    }
 
     /// Lines numbered from 1, as a log file reader hands them over.
     pub fn numbered(lines: &[&str]) -> Vec<(u64, String)> {

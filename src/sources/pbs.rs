@@ -198,7 +198,7 @@ impl Source for PbsFollower {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::test_lines::{mutated, numbered, reasons};
+    use crate::sources::test_lines::{mutated, numbered, reasons, well_formed};
     use proptest::prelude::*;
 
     const S: &str = "04/18/2024 10:05:00;S;1234.pbs01;user=alice group=g project=_pbs_project_default jobname=sim queue=workq ctime=1713434300 qtime=1713434400 etime=1713434400 start=1713434700 exec_host=n1/0*8+n2/0*8 Resource_List.ncpus=16 Resource_List.nodect=2 Resource_List.place=scatter Resource_List.select=2:ncpus=8 Resource_List.walltime=01:00:00 resource_assigned.ncpus=16";
@@ -320,13 +320,7 @@ mod tests {
             any::<String>(),
         ]) {
             match parse_line(&text) {
-                Ok(PbsLine::Job(j)) => {
-                    prop_assert!(!j.job_id.is_empty() && !j.queue.is_empty());
-                    prop_assert!(j.submit_time > 0);
-                    prop_assert!(j.nodes.is_none_or(|n| n > 0));
-                    prop_assert!(j.walltime_s.is_none_or(|w| w > 0));
-                    let _ = j.checked(1_800_000_000);
-                }
+                Ok(PbsLine::Job(j)) => well_formed(&j)?,
                 Ok(PbsLine::Skipped) => {}
                 Err(reason) => prop_assert!(!reason.is_empty()),
             }

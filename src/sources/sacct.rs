@@ -257,7 +257,7 @@ impl Source for SacctRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::test_lines::mutated;
+    use crate::sources::test_lines::{mutated, well_formed};
     use proptest::prelude::*;
 
     #[test]
@@ -462,13 +462,7 @@ mod tests {
             any::<String>(),
         ]) {
             match parse_line(&text) {
-                Ok(Some(j)) => {
-                    prop_assert!(!j.job_id.is_empty() && !j.queue.is_empty());
-                    prop_assert!(j.submit_time > 0);
-                    prop_assert!(j.nodes.is_none_or(|n| n > 0));
-                    prop_assert!(j.walltime_s.is_none_or(|w| w > 0));
-                    let _ = j.checked(1_800_000_000);
-                }
+                Ok(Some(j)) => well_formed(&j)?,
                 Ok(None) => {}
                 Err(reason) => prop_assert!(!reason.is_empty()),
             }
