@@ -9,6 +9,8 @@
 //! - [`cirne`]: Cirne's rigid workload model and moldability model, seeded;
 //! - [`sa`]: SA request selection (SAcb and SAg); [`experiment`]: Cirne's Chapter 5.
 //! - [`varq_experiment`]: the VARQ generality experiment (Nurmi §5.3.4).
+//! - [`timeshare`]: a time-shared machine (gang scheduling, Flexible CoScheduling,
+//!   implicit coscheduling, local scheduling; Frachtenberg's thesis).
 //!
 //! Pure computation: may import std, serde, statrs, rand, rand_distr, rand_chacha,
 //! the crate's domain types and its other pure layers (`engine`, `plan`; the VARQ
@@ -28,3 +30,4 @@ pub mod cirne;
 pub mod experiment;
 pub mod sa;
 pub mod varq_experiment;
+pub mod timeshare;
