@@ -29,5 +29,5 @@ pub use simulator::{EventKind, Policy, SimConfig, SimEvent, Simulator, SubmitErr
 pub mod cirne;
 pub mod experiment;
 pub mod sa;
-pub mod varq_experiment;
 pub mod timeshare;
+pub mod varq_experiment;

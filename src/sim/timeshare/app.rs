@@ -166,10 +166,16 @@ impl AppSpec {
             return Err(format!("work: must be 0 s or more, got {}", self.work_s));
         }
         if !(self.granularity.is_finite() && self.granularity > 0.0) {
-            return Err(format!("granularity: must be above 0, got {}", self.granularity));
+            return Err(format!(
+                "granularity: must be above 0, got {}",
+                self.granularity
+            ));
         }
         if !(self.variance.is_finite() && (0.0..=1.0).contains(&self.variance)) {
-            return Err(format!("variance: must be from 0 to 1, got {}", self.variance));
+            return Err(format!(
+                "variance: must be from 0 to 1, got {}",
+                self.variance
+            ));
         }
         Ok(())
     }

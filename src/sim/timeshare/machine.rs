@@ -325,7 +325,11 @@ impl TimeShareSim {
                 end_s: j.end_s.unwrap_or(j.job.arrival_s),
                 app: j.job.app,
                 class: j.class.as_ref().map(|c| c.class),
-                class_history: j.class.as_ref().map(|c| c.history.clone()).unwrap_or_default(),
+                class_history: j
+                    .class
+                    .as_ref()
+                    .map(|c| c.history.clone())
+                    .unwrap_or_default(),
                 cpu_s: j.cpu_s,
             })
             .collect()
@@ -733,11 +737,7 @@ impl TimeShareSim {
                     0.0
                 };
                 let n = f64::from(js.job.app.procs);
-                c.account(
-                    cpu / n,
-                    exchanges,
-                    m.wait_per_exchange_s(js.min_avail, q),
-                );
+                c.account(cpu / n, exchanges, m.wait_per_exchange_s(js.min_avail, q));
             }
         }
     }

@@ -77,7 +77,9 @@ impl FromStr for Algorithm {
         Algorithm::ALL
             .into_iter()
             .find(|a| a.name() == s)
-            .ok_or_else(|| format!("unknown time-sharing algorithm {s:?} (gs, fcs, ics, local, fcfs)"))
+            .ok_or_else(|| {
+                format!("unknown time-sharing algorithm {s:?} (gs, fcs, ics, local, fcfs)")
+            })
     }
 }
 
@@ -230,7 +232,10 @@ impl Params {
             ));
         }
         if !pos(self.timeslice_s) {
-            return Err(format!("timeslice: must be above 0 s, got {}", self.timeslice_s));
+            return Err(format!(
+                "timeslice: must be above 0 s, got {}",
+                self.timeslice_s
+            ));
         }
         if !nonneg(self.launch_overhead_s) {
             return Err(format!(
@@ -239,10 +244,16 @@ impl Params {
             ));
         }
         if !nonneg(self.msg_s) {
-            return Err(format!("message time: must be 0 s or more, got {}", self.msg_s));
+            return Err(format!(
+                "message time: must be 0 s or more, got {}",
+                self.msg_s
+            ));
         }
         if !nonneg(self.q_local_s) {
-            return Err(format!("q_local: must be 0 s or more, got {}", self.q_local_s));
+            return Err(format!(
+                "q_local: must be 0 s or more, got {}",
+                self.q_local_s
+            ));
         }
         Ok(())
     }

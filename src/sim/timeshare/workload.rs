@@ -41,7 +41,9 @@ impl WorkloadDraws {
             return Err("draws: granularities and variances need at least one value each".into());
         }
         let ok = |v: f64| v.is_finite() && v >= 0.0;
-        if !self.pattern_weights.iter().all(|&w| ok(w)) || self.pattern_weights.iter().sum::<f64>() <= 0.0 {
+        if !self.pattern_weights.iter().all(|&w| ok(w))
+            || self.pattern_weights.iter().sum::<f64>() <= 0.0
+        {
             return Err("draws: pattern weights must be 0 or more, with a positive sum".into());
         }
         Ok(())
