@@ -37,7 +37,7 @@ const MAX_MODEL_JOBS: u64 = 10_000_000;
 pub struct Args {
     /// Scheduling policy: fcfs, easy, conservative, los, los:C or los:C:VARIANT
     /// (VARIANT: bypassed-first, selected-first, maxjobs, max-slowdown).
-    #[arg(long, value_parser = Policy::parse, required_unless_present = "experiment")]
+    #[arg(long, value_parser = Policy::parse, required_unless_present_any = ["experiment", "timeshare"])]
     pub policy: Option<Policy>,
     /// Processors of the simulated machine (default for a trace: its MaxProcs header).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -63,8 +63,9 @@ pub struct Args {
     /// raises the load (Shmueli §4.1). For the model, it divides the arrival rate.
     #[arg(long, conflicts_with_all = ["offered_load", "experiment"], value_parser = load_scale)]
     pub load_scale: Option<f64>,
-    /// Scale a trace's arrival times so that its offered load becomes this value.
-    #[arg(long, requires = "trace", value_parser = offered)]
+    /// Scale a trace's arrival times so that its offered load becomes this value
+    /// (with --timeshare, a model's too).
+    #[arg(long, conflicts_with = "experiment", value_parser = offered)]
     pub offered_load: Option<f64>,
     /// With the model, spread jobs over the three-queue demo site (express ≤ 1 h and
     /// ≤ 64 processors, normal ≤ 18 h, low; served in that order).
@@ -111,6 +112,9 @@ pub struct Args {
     /// Print the metrics as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// The time-shared machine's settings.
+    #[command(flatten)]
+    pub timeshare: super::simulate_timeshare::TimeshareArgs,
 }
 
 /// Experiments `--experiment` runs.
@@ -204,6 +208,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(Experiment::CirneSa) = args.experiment {
         return run_sa_experiment(&args);
+    }
+    if let Some(alg) = args.timeshare.timeshare {
+        return super::simulate_timeshare::run(&args, alg);
+    }
+    if args.offered_load.is_some() && args.trace.is_none() {
+        bail!("--offered-load needs --trace (or, for a model, --timeshare)");
     }
     let Some(policy) = args.policy else {
         bail!("--policy is required");
@@ -328,16 +338,20 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// A trace read and converted for the simulator.
-struct LoadedTrace {
-    processors: u32,
-    jobs: Vec<SimJob>,
+pub(super) struct LoadedTrace {
+    pub(super) processors: u32,
+    pub(super) jobs: Vec<SimJob>,
     /// Job id → index of its record in `trace`, for the output.
-    originals: Vec<(i64, usize)>,
-    trace: SwfTrace,
+    pub(super) originals: Vec<(i64, usize)>,
+    pub(super) trace: SwfTrace,
 }
 
 /// Reads and converts a trace, adding what it says about the source to `header`.
-fn load_trace(path: &Path, args: &Args, header: &mut Vec<String>) -> Result<LoadedTrace> {
+pub(super) fn load_trace(
+    path: &Path,
+    args: &Args,
+    header: &mut Vec<String>,
+) -> Result<LoadedTrace> {
     let trace = crate::cli::replay::read_trace(path)?;
     let processors = match args
         .processors

@@ -204,6 +204,13 @@ pub struct TimeShareSim {
     done: usize,
     tiers: Vec<[Vec<ProcRef>; TIERS]>,
     fill: Vec<bool>,
+    /// Bumped whenever what the shares depend on changes (a start, a launch's end, an
+    /// end, a class, a GS PE's process).
+    generation: u64,
+    /// Per active row (one entry without slots): the generation its shares were
+    /// computed at and the shares, so a row that comes back unchanged every MPL
+    /// quanta is not solved again.
+    cache: Vec<Option<(u64, Vec<f64>)>>,
 }
 
 impl TimeShareSim {
@@ -257,6 +264,8 @@ impl TimeShareSim {
             done: 0,
             tiers: vec![Default::default(); pes],
             fill: vec![true; pes],
+            generation: 0,
+            cache: vec![None; params.mpl as usize],
             p: params,
         })
     }
@@ -372,8 +381,10 @@ impl TimeShareSim {
         if self.p.algorithm == Algorithm::Fcs {
             let th = self.p.fcs;
             for &j in &self.active {
-                if let (Phase::Running, Some(c)) = (self.jobs[j].phase, &mut self.jobs[j].class) {
-                    c.reclassify(&th, t);
+                if let (Phase::Running, Some(c)) = (self.jobs[j].phase, &mut self.jobs[j].class)
+                    && c.reclassify(&th, t)
+                {
+                    self.generation += 1;
                 }
             }
         }
@@ -455,6 +466,7 @@ impl TimeShareSim {
                         self.cells[row * pes + pe] = Some((j, k as u32));
                     }
                     self.active.push(j);
+                    self.generation += 1;
                 }
                 None if self.p.admission == Admission::Fcfs => break,
                 None => i += 1,
@@ -513,7 +525,11 @@ impl TimeShareSim {
         for pe in 0..self.p.processors as usize {
             let owner = self.cell(row, pe).filter(|&(j, _)| self.is_running(j));
             let keep = self.current[pe].filter(|&(j, _)| self.is_running(j));
-            self.current[pe] = owner.or(keep);
+            let now = owner.or(keep);
+            if now != self.current[pe] {
+                self.current[pe] = now;
+                self.generation += 1;
+            }
         }
     }
 
@@ -527,6 +543,7 @@ impl TimeShareSim {
                 && ready_s <= self.now_s
             {
                 self.jobs[j].phase = Phase::Running;
+                self.generation += 1;
                 if gs {
                     for (k, pr) in self.jobs[j].procs.iter().enumerate() {
                         if pr.row as usize == row {
@@ -642,6 +659,37 @@ impl TimeShareSim {
 
     /// The PEs' shares and every running process's rate for active row `row`.
     fn allocate(&mut self, row: usize) {
+        let slot = if self.p.algorithm.has_slots() { row } else { 0 };
+        if let Some((g, snap)) = &self.cache[slot]
+            && *g == self.generation
+        {
+            let mut it = snap.iter().copied();
+            for &j in &self.active {
+                let js = &mut self.jobs[j];
+                js.min_avail = it.next().expect("snapshot of the same jobs");
+                for pr in &mut js.procs {
+                    pr.avail = it.next().expect("snapshot of the same processes");
+                    pr.phi = it.next().expect("snapshot of the same processes");
+                    pr.rate = it.next().expect("snapshot of the same processes");
+                    pr.used = it.next().expect("snapshot of the same processes");
+                }
+            }
+            return;
+        }
+        self.solve(row);
+        let mut snap = Vec::new();
+        for &j in &self.active {
+            let js = &self.jobs[j];
+            snap.push(js.min_avail);
+            for pr in &js.procs {
+                snap.extend([pr.avail, pr.phi, pr.rate, pr.used]);
+            }
+        }
+        self.cache[slot] = Some((self.generation, snap));
+    }
+
+    /// Solves the shares of active row `row` afresh.
+    fn solve(&mut self, row: usize) {
         self.build_tiers(row);
         let spin_block = self.p.algorithm.spin_block();
         let q = self.p.q_local_s;
@@ -758,6 +806,7 @@ impl TimeShareSim {
                 continue;
             }
             self.active.swap_remove(k);
+            self.generation += 1;
             let js = &mut self.jobs[j];
             js.phase = Phase::Done;
             js.end_s = Some(now);
