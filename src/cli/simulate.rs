@@ -37,7 +37,7 @@ const MAX_MODEL_JOBS: u64 = 10_000_000;
 pub struct Args {
     /// Scheduling policy: fcfs, easy, conservative, los, los:C or los:C:VARIANT
     /// (VARIANT: bypassed-first, selected-first, maxjobs, max-slowdown).
-    #[arg(long, value_parser = Policy::parse, required_unless_present_any = ["experiment", "timeshare"])]
+    #[arg(long, value_parser = Policy::parse, required_unless_present_any = ["experiment", "ts_algorithm"])]
     pub policy: Option<Policy>,
     /// Processors of the simulated machine (default for a trace: its MaxProcs header).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -206,11 +206,12 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(out) = &args.out {
         drop(super::output::OutputFile::create(out)?);
     }
-    if let Some(Experiment::CirneSa) = args.experiment {
-        return run_sa_experiment(&args);
-    }
     if let Some(alg) = args.timeshare.timeshare {
         return super::simulate_timeshare::run(&args, alg);
+    }
+    super::simulate_timeshare::refuse_without_timeshare(&args.timeshare)?;
+    if let Some(Experiment::CirneSa) = args.experiment {
+        return run_sa_experiment(&args);
     }
     if args.offered_load.is_some() && args.trace.is_none() {
         bail!("--offered-load needs --trace (or, for a model, --timeshare)");
@@ -344,6 +345,8 @@ pub(super) struct LoadedTrace {
     /// Job id → index of its record in `trace`, for the output.
     pub(super) originals: Vec<(i64, usize)>,
     pub(super) trace: SwfTrace,
+    /// Records left out (reported on stderr).
+    pub(super) left_out: usize,
 }
 
 /// Reads and converts a trace, adding what it says about the source to `header`.
@@ -421,6 +424,7 @@ pub(super) fn load_trace(
         .collect();
     Ok(LoadedTrace {
         processors,
+        left_out: converted.skipped.len(),
         jobs: converted.jobs,
         originals,
         trace,

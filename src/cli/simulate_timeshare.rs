@@ -35,36 +35,36 @@ pub struct TimeshareArgs {
     /// thesis): gang scheduling, Flexible CoScheduling, implicit coscheduling, local
     /// scheduling or FCFS batch (MPL 1). Each job gets a synthetic application drawn
     /// from --seed (thesis §4.6: granularity, variance, pattern).
-    #[arg(long, value_enum, conflicts_with_all = [
+    #[arg(long = "timeshare", id = "ts_algorithm", value_enum, conflicts_with_all = [
         "policy", "experiment", "varq_fraction", "varq_probability", "varq_period",
         "varq_step", "varq_cluster_by", "priority", "demo_queues", "runs", "check_sag",
     ])]
     pub timeshare: Option<TsAlgorithm>,
     /// Multiprogramming level: rows of the Ousterhout matrix, most processes per PE
     /// (default 4, the thesis's; fcfs is MPL 1 and takes no other).
-    #[arg(long, requires = "timeshare", value_parser = clap::value_parser!(u32).range(1..=MAX_MPL as i64))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_MPL as i64))]
     pub mpl: Option<u32>,
     /// Timeslice T, seconds on the compressed clock (default 0.2).
-    #[arg(long, requires = "timeshare", value_parser = timeslice)]
+    #[arg(long, value_parser = timeslice)]
     pub timeslice: Option<f64>,
     /// Divide the workload's arrival and run times by this (default 100, thesis §4.6).
-    #[arg(long, requires = "timeshare", value_parser = compression)]
+    #[arg(long, value_parser = compression)]
     pub compress: Option<f64>,
     /// Seconds (compressed clock) added to every job's run time for its launch
     /// (default 1.42, thesis Table 5.1).
-    #[arg(long, requires = "timeshare", value_parser = seconds)]
+    #[arg(long, value_parser = seconds)]
     pub launch_overhead: Option<f64>,
     /// The local OS quantum of the desynchronisation model, seconds on the compressed
     /// clock (default: the fitted value, see EVALUATION.md).
-    #[arg(long, requires = "timeshare", value_parser = seconds)]
+    #[arg(long, value_parser = seconds)]
     pub q_local: Option<f64>,
     /// Imbalance stretch of a coscheduled job: fitted to the thesis's Table 5.3
     /// (default) or analytic (order statistics of uniform compute times).
-    #[arg(long, requires = "timeshare", value_enum)]
+    #[arg(long, value_enum)]
     pub imbalance: Option<ImbalanceArg>,
     /// Admission from the queue: fcfs (strict, the default) or any-fit (a later job
     /// that fits may pass a head that does not).
-    #[arg(long, requires = "timeshare", value_enum)]
+    #[arg(long, value_enum)]
     pub admission: Option<AdmissionArg>,
 }
 
@@ -146,6 +146,30 @@ fn compression(s: &str) -> Result<f64, String> {
     super::number_where(s, |v| (1e-6..=1e6).contains(&v), "from 1e-6 to 1e6")
 }
 
+/// Refuses the time-sharing flags without `--timeshare` (clap's `requires` cannot say
+/// it: it lets a required argument be missing when it conflicts with one given, and
+/// `--timeshare` conflicts with `--policy`).
+pub fn refuse_without_timeshare(ts: &TimeshareArgs) -> Result<()> {
+    let given = [
+        (ts.mpl.is_some(), "--mpl"),
+        (ts.timeslice.is_some(), "--timeslice"),
+        (ts.compress.is_some(), "--compress"),
+        (ts.launch_overhead.is_some(), "--launch-overhead"),
+        (ts.q_local.is_some(), "--q-local"),
+        (ts.imbalance.is_some(), "--imbalance"),
+        (ts.admission.is_some(), "--admission"),
+    ];
+    let flags: Vec<&str> = given.iter().filter(|g| g.0).map(|g| g.1).collect();
+    if !flags.is_empty() {
+        bail!(
+            "{} only go{} with --timeshare gs|fcs|ics|local|fcfs (the time-shared machine)",
+            flags.join(", "),
+            if flags.len() == 1 { "es" } else { "" }
+        );
+    }
+    Ok(())
+}
+
 /// The settings the flags give for `alg`.
 fn params(ts: &TimeshareArgs, alg: Algorithm, processors: u32) -> Result<Params> {
     let mut p = Params::thesis(alg);
@@ -198,10 +222,10 @@ pub fn run(args: &Args, alg: TsAlgorithm) -> Result<()> {
         "Version: 2.2".to_string(),
         "Computer: qbets time-shared simulator".to_string(),
     ];
-    let (processors, jobs, trace, originals) = match (&args.trace, args.model) {
+    let (processors, jobs, trace, originals, left_out) = match (&args.trace, args.model) {
         (Some(path), _) => {
             let l = load_trace(path, args, &mut header)?;
-            (l.processors, l.jobs, Some(l.trace), l.originals)
+            (l.processors, l.jobs, Some(l.trace), l.originals, l.left_out)
         }
         (None, Some(Model::Cirne)) => {
             let Some(p) = args.processors else {
@@ -228,7 +252,7 @@ pub fn run(args: &Args, alg: TsAlgorithm) -> Result<()> {
                 args.load_scale.unwrap_or(1.0)
             ));
             header.push("UnixStartTime: 0".to_string());
-            (p, jobs, None, Vec::new())
+            (p, jobs, None, Vec::new(), 0)
         }
         (None, None) => bail!("give --trace FILE or --model cirne"),
     };
@@ -287,7 +311,9 @@ pub fn run(args: &Args, alg: TsAlgorithm) -> Result<()> {
             params: &'a Params,
             compression: f64,
             seed: u64,
+            /// Jobs simulated.
             jobs: usize,
+            /// The workload's jobs left out (reasons on stderr).
             left_out: usize,
             #[serde(flatten)]
             metrics: &'a TsMetrics,
@@ -297,7 +323,7 @@ pub fn run(args: &Args, alg: TsAlgorithm) -> Result<()> {
             compression: compress,
             seed: args.seed,
             jobs: total,
-            left_out: skipped.len(),
+            left_out: left_out + skipped.len(),
             metrics: &m,
         };
         println!("{}", serde_json::to_string_pretty(&r)?);

@@ -800,3 +800,231 @@ fn kth_trace_under_every_policy() {
     assert!(bsld["easy"] * 3.0 < bsld["fcfs"], "{bsld:?}");
     assert!(bsld["conservative"] * 3.0 < bsld["fcfs"], "{bsld:?}");
 }
+
+/// `qbets simulate --timeshare`: a trace on the time-shared machine under each
+/// algorithm, written back as SWF in the trace's seconds; the same seed gives the same
+/// bytes; FCS reports its classes; what does not apply is refused.
+#[test]
+fn simulate_timeshare_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.swf");
+    // Eight jobs on 8 processors; job 5 never ran (cancelled while waiting: run time
+    // unknown) and job 6 is larger than the machine.
+    std::fs::write(
+        &input,
+        "; UnixStartTime: 1000\n; MaxProcs: 8\n; Queue: 1 batch\n\
+         1 0 0 3000 4 -1 -1 4 3600 -1 1 7 1 -1 1 -1 -1 -1\n\
+         2 100 0 2000 8 -1 -1 8 3600 -1 1 7 1 -1 1 -1 -1 -1\n\
+         3 200 0 20 2 -1 -1 2 60 -1 1 7 1 -1 1 -1 -1 -1\n\
+         4 300 0 5000 4 -1 -1 4 6000 -1 1 8 1 -1 1 -1 -1 -1\n\
+         5 400 50 -1 2 -1 -1 2 60 -1 5 7 1 -1 1 -1 -1 -1\n\
+         6 500 0 100 16 -1 -1 16 600 -1 1 7 1 -1 1 -1 -1 -1\n\
+         7 600 0 40 1 -1 -1 1 60 -1 1 9 1 -1 1 -1 -1 -1\n\
+         8 700 0 900 6 -1 -1 6 1000 -1 1 7 1 -1 1 -1 -1 -1\n",
+    )
+    .unwrap();
+    let run = |alg: &str, seed: &str, out: &std::path::Path, extra: &[&str]| {
+        let o = qbets()
+            .args(["simulate", "--timeshare", alg, "--trace"])
+            .arg(&input)
+            .args(["--seed", seed, "--json", "--out"])
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{alg}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (json, stderr)
+    };
+    let mut mean_runtime = HashMap::new();
+    for alg in ["fcfs", "gs", "fcs", "ics", "local"] {
+        let out = dir.path().join(format!("{alg}.swf"));
+        let (json, stderr) = run(alg, "3", &out, &[]);
+        assert!(
+            stderr.contains("1 jobs left out: run time unknown"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("1 jobs left out: larger than the machine"),
+            "{stderr}"
+        );
+        assert_eq!(json["jobs"], 6, "{json}");
+        assert_eq!(json["left_out"], 2);
+        assert_eq!(json["params"]["algorithm"], alg);
+        assert_eq!(json["params"]["mpl"], if alg == "fcfs" { 1 } else { 4 });
+        assert_eq!(json["all"]["jobs"], 6);
+        // Job 3 (20 s of work) and job 7 (40 s) are short: under a minute (§5.4.1).
+        assert_eq!(json["short"]["jobs"], 2);
+        assert_eq!(json["long"]["jobs"], 4);
+        mean_runtime.insert(alg, json["long"]["mean_runtime_s"].as_f64().unwrap());
+        if alg == "fcs" {
+            let classes = json["final_classes"].as_object().unwrap();
+            assert_eq!(
+                classes.values().map(|v| v.as_u64().unwrap()).sum::<u64>(),
+                6
+            );
+        } else {
+            assert!(json["final_classes"].as_object().unwrap().is_empty());
+        }
+        let t = swf::read_file(&out).unwrap();
+        assert!(t.bad.is_empty());
+        assert_eq!(t.header.max_procs, Some(8));
+        assert_eq!(t.header.unix_start_time, Some(1000));
+        assert!(
+            t.header
+                .comments
+                .iter()
+                .any(|c| c.contains(&format!("time-shared simulation: {alg}"))),
+            "{:?}",
+            t.header.comments
+        );
+        let rec: HashMap<i64, &swf::SwfRecord> = t.records.iter().map(|r| (r.job, r)).collect();
+        let mut ids: Vec<i64> = rec.keys().copied().collect();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![1, 2, 3, 4, 7, 8]);
+        for (id, work) in [(1, 3000), (2, 2000), (3, 20), (4, 5000), (7, 40), (8, 900)] {
+            let r = rec[&id];
+            // Never faster than its work plus the 1.42 s launch (142 s of the trace's
+            // clock), never before it arrived.
+            assert!(r.run >= work + 141 && r.wait >= 0, "{alg} job {id}: {r:?}");
+            assert_eq!((r.status, r.alloc_procs), (1, r.req_procs));
+        }
+        // The original fields are kept (user of job 4).
+        assert_eq!(rec[&4].user, 8);
+    }
+    // Batch gives the shortest runtimes (a dedicated partition); time sharing longer.
+    for alg in ["gs", "fcs", "ics", "local"] {
+        assert!(mean_runtime["fcfs"] < mean_runtime[alg], "{mean_runtime:?}");
+    }
+    // Same seed, same bytes; another seed draws other applications.
+    let a = dir.path().join("a.swf");
+    let b = dir.path().join("b.swf");
+    let c = dir.path().join("c.swf");
+    run("fcs", "3", &a, &["--mpl", "2"]);
+    run("fcs", "3", &b, &["--mpl", "2"]);
+    run("fcs", "4", &c, &["--mpl", "2"]);
+    let read = |p: &std::path::Path| std::fs::read(p).unwrap();
+    assert_eq!(read(&a), read(&b));
+    assert_ne!(read(&a), read(&c));
+    // The model, with its arrivals scaled to an offered load.
+    let (json, _) = {
+        let out = dir.path().join("m.swf");
+        let o = qbets()
+            .args([
+                "simulate",
+                "--timeshare",
+                "gs",
+                "--model",
+                "cirne",
+                "--processors",
+                "32",
+            ])
+            .args(["--jobs", "100", "--offered-load", "0.5", "--json", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let t = swf::read_file(&out).unwrap();
+        assert!(
+            t.header.comments.iter().any(|c| c.contains("-> 0.500")),
+            "{:?}",
+            t.header.comments
+        );
+        (
+            serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(),
+            (),
+        )
+    };
+    assert_eq!(json["all"]["jobs"], 100);
+}
+
+#[test]
+fn simulate_timeshare_refuses_what_does_not_apply() {
+    let base = [
+        "simulate",
+        "--processors",
+        "32",
+        "--model",
+        "cirne",
+        "--jobs",
+        "10",
+        "--out",
+        "/dev/null",
+    ];
+    let refused = |extra: &[&str], code: i32, says: &str| {
+        let o = qbets().args(base).args(extra).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{extra:?}: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+    };
+    for (flag, value) in [
+        ("--policy", "easy"),
+        ("--priority", "1=0"),
+        ("--varq-fraction", "0.1"),
+        ("--varq-period", "600"),
+        ("--runs", "3"),
+    ] {
+        refused(
+            &["--timeshare", "gs", flag, value],
+            2,
+            "cannot be used with",
+        );
+    }
+    refused(
+        &["--timeshare", "gs", "--demo-queues"],
+        2,
+        "cannot be used with",
+    );
+    // Time-sharing flags need --timeshare.
+    refused(
+        &["--policy", "easy", "--mpl", "4"],
+        1,
+        "--mpl only goes with --timeshare",
+    );
+    refused(
+        &[
+            "--policy",
+            "easy",
+            "--q-local",
+            "0.01",
+            "--imbalance",
+            "analytic",
+        ],
+        1,
+        "--q-local, --imbalance only go with --timeshare",
+    );
+    // FCFS is MPL 1.
+    refused(
+        &["--timeshare", "fcfs", "--mpl", "4"],
+        1,
+        "FCFS is the time-shared machine with MPL 1",
+    );
+    // Out of range, named by its flag.
+    refused(&["--timeshare", "gs", "--mpl", "0"], 2, "'--mpl <MPL>'");
+    refused(
+        &["--timeshare", "gs", "--timeslice", "0"],
+        2,
+        "'--timeslice <TIMESLICE>'",
+    );
+    refused(
+        &["--timeshare", "gs", "--compress=-1"],
+        2,
+        "'--compress <COMPRESS>'",
+    );
+    refused(
+        &["--timeshare", "nope"],
+        2,
+        "possible values: gs, fcs, ics, local, fcfs",
+    );
+    // A model's arrivals are scaled to an offered load only on the time-shared machine.
+    refused(
+        &["--policy", "easy", "--offered-load", "0.7"],
+        1,
+        "--offered-load needs --trace",
+    );
+}
