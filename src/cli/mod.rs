@@ -11,6 +11,7 @@ pub mod progress;
 pub mod replay;
 pub mod serve;
 pub mod simulate;
+pub mod simulate_mold;
 pub mod token;
 
 /// A finite number given on the command line that `ok` accepts; `want` says which

@@ -1278,6 +1278,11 @@ mod tests {
             "conservative",
             "los:50:bypassed-first",
             "los:7:max-slowdown",
+            "cirne-berman",
+            "scojo-p",
+            "scojo-p:nonpredictive",
+            "scojo-p:arrival-aware",
+            "scojo-p:nonpredictive:ideal=0.8",
         ] {
             assert_eq!(Policy::parse(s).unwrap().to_string(), s);
         }
@@ -1300,6 +1305,10 @@ mod tests {
             "los:5:best",
             "easy:3",
             "los:5:maxjobs:1",
+            "cirne-berman:2",
+            "scojo-p:fast",
+            "scojo-p:ideal=0",
+            "scojo-p:ideal=x",
         ] {
             assert!(Policy::parse(bad).is_err(), "{bad}");
         }
@@ -1401,6 +1410,107 @@ mod tests {
         assert_eq!(
             sim.submit(j(5, 0, 1, -2, Some(9))),
             Err(SubmitError::BadRuntime(-2))
+        );
+    }
+
+    /// Starts and ends of a run of moldable jobs: (job, start, end, processors).
+    fn mold_run(policy: Policy, machine: u32, jobs: &[(i64, i64, Molding)]) -> Vec<(i64, i64, i64, u32)> {
+        let mut sim = Simulator::new(SimConfig::new(machine, policy), 0);
+        for &(id, submit, m) in jobs {
+            sim.submit_moldable(m.job(id, submit), m).unwrap();
+        }
+        let mut ev = Vec::new();
+        sim.run_to_completion(&mut ev);
+        let mut out: Vec<(i64, i64, i64, u32)> = Vec::new();
+        for e in &ev {
+            match e.kind {
+                EventKind::Started => out.push((e.job, e.time, -1, e.procs)),
+                EventKind::Ended { .. } => {
+                    let r = out.iter_mut().find(|r| r.0 == e.job).expect("started");
+                    assert_eq!(r.3, e.procs);
+                    r.2 = e.time;
+                }
+                EventKind::Submitted => {}
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// Aging (§5.3): a long job that has waited five times its run time goes ahead of
+    /// a medium one. X holds the machine until 20 000; A (long, 3600 s, from t = 1)
+    /// ages at 18 001 and goes first at 20 000; with 4000 s it ages only at 20 001, and
+    /// the medium job B (from t = 10) goes first.
+    #[test]
+    fn aging_promotes_a_long_wait_past_a_younger_medium_job() {
+        for (a_run, first) in [(3600, 2), (4000, 3)] {
+            let x = Molding::simple(4, 20_000, 4, false);
+            let a = Molding::simple(4, a_run, 4, false);
+            let b = Molding::simple(4, 60, 4, false);
+            let r = mold_run(Policy::Easy, 4, &[(1, 0, x), (2, 1, a), (3, 10, b)]);
+            let at_20000: Vec<i64> = r.iter().filter(|r| r.1 == 20_000).map(|r| r.0).collect();
+            assert_eq!(at_20000, [first], "A runs {a_run} s: {r:?}");
+        }
+    }
+
+    /// SCOJO-P starts the head job smaller now (§4.4), by hand (scojo-p.md §3.1–3.2):
+    /// R holds 6 of 10 processors until 1000; C (N_opt 8, 100 s, N_min 4) arrives at
+    /// 10. Load(1) = (6·100 + 8·100)/(10·100) = 1.4, m = 0.643 → 5 processors, 141 s,
+    /// load 1.1; m = 0.526 → 4, 163 s, load 1.0; smaller modifiers stay at N_min = 4,
+    /// so the best, 4, is the target: it fits now. Under EASY (traditional) C waits
+    /// for R: 1000 to 1100.
+    #[test]
+    fn scojo_p_starts_smaller_now_when_waiting_costs_more() {
+        let r = Molding::simple(6, 990, 10, false);
+        let c = Molding::simple(8, 100, 10, true);
+        let scojo = Policy::ScojoP(ScojoPolicy {
+            predictive: false,
+            ..ScojoPolicy::default()
+        });
+        let got = mold_run(scojo, 10, &[(1, 10, r), (2, 10, c)]);
+        assert_eq!(got, [(1, 10, 1000, 6), (2, 10, 173, 4)]);
+        let easy = mold_run(Policy::Easy, 10, &[(1, 10, r), (2, 10, c)]);
+        assert_eq!(easy, [(1, 10, 1000, 6), (2, 1000, 1100, 8)]);
+    }
+
+    /// SCOJO-P waits to start bigger (§4.4): R holds 6 of 10 until 50; C (N_opt 8,
+    /// 1000 s) arrives at 10. Load(1) = (6·40 + 8·1000)/(10·1000) = 0.824; m = 1.092
+    /// → 9 processors, 972 s, load 0.925: accepted, target 9. Now with 4 responds in
+    /// 1625 s, at 50 with 9 in 40 + 972 = 1012: it waits, its size fixed at 9 as a
+    /// floor, and starts at 50 with 9. Cirne–Berman, at C's arrival, tries 4 to 10:
+    /// 10 at 50 completes first (50 + 5200/5.5 = 995), so C takes 10.
+    #[test]
+    fn scojo_p_waits_to_start_bigger_and_cirne_berman_expands() {
+        let r = Molding::simple(6, 50, 10, false);
+        let c = Molding::simple(8, 1000, 10, true);
+        let jobs = [(1, 0, r), (2, 10, c)];
+        let scojo = Policy::ScojoP(ScojoPolicy {
+            predictive: false,
+            ..ScojoPolicy::default()
+        });
+        assert_eq!(mold_run(scojo, 10, &jobs), [(1, 0, 50, 6), (2, 50, 1022, 9)]);
+        assert_eq!(
+            mold_run(Policy::CirneBerman, 10, &jobs),
+            [(1, 0, 50, 6), (2, 50, 995, 10)]
+        );
+        assert_eq!(
+            mold_run(Policy::Easy, 10, &jobs),
+            [(1, 0, 50, 6), (2, 50, 1050, 8)]
+        );
+    }
+
+    #[test]
+    fn submit_moldable_refuses_a_job_not_at_n_opt() {
+        let mut sim = Simulator::new(SimConfig::new(16, Policy::Easy), 0);
+        let m = Molding::simple(8, 100, 16, true);
+        let mut j = m.job(1, 0);
+        j.procs = 4;
+        assert!(matches!(sim.submit_moldable(j, m), Err(SubmitError::BadMolding(_))));
+        let big = Molding::simple(16, 100, 64, true);
+        let e = sim.submit_moldable(big.job(2, 0), big).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "moldable job: N_max 32 is more than the machine's 16 processors"
         );
     }
 
