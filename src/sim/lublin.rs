@@ -449,7 +449,13 @@ mod tests {
         // Serial fraction: SERIAL_PROB plus non-power-of-two draws that round to 1
         // (none: 2^x ≥ 2^0.8 = 1.74 rounds to 2).
         let serial = jobs.iter().filter(|j| j.1 == 1).count() as f64 / n;
-        within("serial fraction", serial, dist[1], (dist[1] * (1.0 - dist[1])).sqrt(), n);
+        within(
+            "serial fraction",
+            serial,
+            dist[1],
+            (dist[1] * (1.0 - dist[1])).sqrt(),
+            n,
+        );
         assert!((dist[1] - p.serial_prob).abs() < 1e-12);
         // Mean size.
         let mean_n: f64 = dist.iter().enumerate().map(|(k, q)| k as f64 * q).sum();
@@ -479,7 +485,13 @@ mod tests {
         // (The cut at 12 moves it by 0.0103.)
         assert!((m1 - documented).abs() < 0.02, "{m1} vs {documented}");
         let got_hg = hg_serial.iter().sum::<f64>() / hg_serial.len() as f64;
-        within("serial log run time", got_hg, m1, (m2 - m1 * m1).sqrt(), hg_serial.len() as f64);
+        within(
+            "serial log run time",
+            got_hg,
+            m1,
+            (m2 - m1 * m1).sqrt(),
+            hg_serial.len() as f64,
+        );
         // Class mix by run time (exact: floor(e^hg) < 60 iff hg < ln 60).
         let frac = |f: &dyn Fn(f64) -> bool| jobs.iter().filter(|j| f(j.2)).count() as f64 / n;
         let short_at = (SHORT_BELOW_S as f64).ln();

@@ -31,9 +31,7 @@ pub mod simulator;
 pub mod swf_jobs;
 
 pub use job::{EndKind, JobOutcome, SimJob};
-pub use simulator::{
-    EventKind, Policy, ScojoPolicy, SimConfig, SimEvent, Simulator, SubmitError,
-};
+pub use simulator::{EventKind, Policy, ScojoPolicy, SimConfig, SimEvent, Simulator, SubmitError};
 pub mod cirne;
 pub mod experiment;
 pub mod sa;

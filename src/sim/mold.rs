@@ -399,7 +399,8 @@ mod tests {
             assert!((Speedup::Simple.at(8.0, n) / n - e).abs() < 1e-12);
         }
         // N_opt is the processor working set: T_N/E_N is smallest there.
-        let cost = |n: u32| m.runtime(n) as f64 / (Speedup::Simple.at(8.0, f64::from(n)) / f64::from(n));
+        let cost =
+            |n: u32| m.runtime(n) as f64 / (Speedup::Simple.at(8.0, f64::from(n)) / f64::from(n));
         assert!((4..=16).all(|n| cost(n) >= cost(8)));
         assert_eq!(m.class(), RunClass::Medium);
     }
@@ -460,7 +461,11 @@ mod tests {
         // Through the whole-second run time at N_opt: within half a second of it,
         // scaled.
         let slack = 0.5 * 1000.0 / m.runtime_opt as f64 + 1.0;
-        assert!(((m.runtime(4) - 1000) as f64).abs() <= slack, "{} {m:?}", m.runtime(4));
+        assert!(
+            ((m.runtime(4) - 1000) as f64).abs() <= slack,
+            "{} {m:?}",
+            m.runtime(4)
+        );
         assert!(m.runtime(m.n_opt) < 1000);
         assert_eq!((m.n_min, m.n_max), (2, 39));
         assert!(m.validate(128).is_ok());
@@ -487,7 +492,10 @@ mod tests {
         // Binomial sd sqrt(0.8·0.2/2000) = 0.009.
         assert!((moldable - 0.8).abs() < 0.036, "{moldable}");
         for (j, m) in &r {
-            assert_eq!((j.procs, j.runtime, j.requested), (m.n_opt, m.runtime_opt, m.runtime_opt));
+            assert_eq!(
+                (j.procs, j.runtime, j.requested),
+                (m.n_opt, m.runtime_opt, m.runtime_opt)
+            );
             assert_eq!(j.queue, m.class().queue());
         }
         let mut d = MoldingModel::new(128, 3, SpeedupModel::Downey, 1.0);

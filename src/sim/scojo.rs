@@ -390,10 +390,7 @@ pub fn size_modifier(inp: &LoadInputs<'_>) -> (LoadAt, u32) {
         }
         m = next;
     }
-    (
-        best.expect("at least one iteration ran"),
-        MAX_ITERATIONS,
-    )
+    (best.expect("at least one iteration ran"), MAX_ITERATIONS)
 }
 
 /// What to do with the candidate (§3.2).
@@ -503,7 +500,14 @@ mod tests {
         // With 5 free now: now with 5 runs runtime(5) (S(5) = 3.2 + 2·0.5 = 4.2…
         // 5200/3.7 = 1405 s) against 1338 at +100: later still wins.
         assert_eq!(m.runtime(5), 1405);
-        assert!(matches!(start_choice(0, 5, &ends, 8, 4, rt), Choice::Later { at: 100, size: 8, extra: 1 }));
+        assert!(matches!(
+            start_choice(0, 5, &ends, 8, 4, rt),
+            Choice::Later {
+                at: 100,
+                size: 8,
+                extra: 1
+            }
+        ));
         // Ends far away: start now smaller.
         let far = [(5000, 10)];
         assert_eq!(start_choice(0, 5, &far, 8, 4, rt), Choice::Now(5));
@@ -553,7 +557,11 @@ mod tests {
         // S(26) on the line from (20, 16) to (40, 26): 19; 26 000/19 = 1368 s.
         assert_eq!(r26, 1368);
         let want = (1368.0 * 26.0 * 2.0 + 1368.0 * 60.0) / (100.0 * 1368.0);
-        assert!((second.load - want).abs() < 1e-9, "{} vs {want}", second.load);
+        assert!(
+            (second.load - want).abs() < 1e-9,
+            "{} vs {want}",
+            second.load
+        );
         // An idle machine expands the candidate up to N_max.
         let idle = LoadInputs {
             running: &[],
@@ -667,7 +675,10 @@ mod tests {
         // closing job's arrival ends the coverage and is not counted).
         assert!((short.rate[0] - 2.0 / 3600.0).abs() < 1e-12);
         assert_eq!(short.rate[1], 0.0);
-        assert_eq!((short.n_opt, short.runtime_opt, short.moldable), (4.0, 30.0, 1.0));
+        assert_eq!(
+            (short.n_opt, short.runtime_opt, short.moldable),
+            (4.0, 30.0, 1.0)
+        );
         let long = &f.classes[2];
         assert!((long.rate[24] - 2.0 / 3600.0).abs() < 1e-12);
         assert_eq!((long.n_opt, long.moldable), (16.0, 0.0));

@@ -125,7 +125,9 @@ impl ScojoPolicy {
                         .ok()
                         .filter(|x: &f64| x.is_finite() && *x > 0.0 && *x <= 2.0)
                         .ok_or_else(|| {
-                            format!("scojo-p ideal load {v:?} is not a number above 0 and at most 2")
+                            format!(
+                                "scojo-p ideal load {v:?} is not a number above 0 and at most 2"
+                            )
                         })?;
                     p.ideal_permille = (x * 1000.0).round().max(1.0) as u16;
                 }
@@ -1414,7 +1416,11 @@ mod tests {
     }
 
     /// Starts and ends of a run of moldable jobs: (job, start, end, processors).
-    fn mold_run(policy: Policy, machine: u32, jobs: &[(i64, i64, Molding)]) -> Vec<(i64, i64, i64, u32)> {
+    fn mold_run(
+        policy: Policy,
+        machine: u32,
+        jobs: &[(i64, i64, Molding)],
+    ) -> Vec<(i64, i64, i64, u32)> {
         let mut sim = Simulator::new(SimConfig::new(machine, policy), 0);
         for &(id, submit, m) in jobs {
             sim.submit_moldable(m.job(id, submit), m).unwrap();
@@ -1488,7 +1494,10 @@ mod tests {
             predictive: false,
             ..ScojoPolicy::default()
         });
-        assert_eq!(mold_run(scojo, 10, &jobs), [(1, 0, 50, 6), (2, 50, 1022, 9)]);
+        assert_eq!(
+            mold_run(scojo, 10, &jobs),
+            [(1, 0, 50, 6), (2, 50, 1022, 9)]
+        );
         assert_eq!(
             mold_run(Policy::CirneBerman, 10, &jobs),
             [(1, 0, 50, 6), (2, 50, 995, 10)]
@@ -1505,7 +1514,10 @@ mod tests {
         let m = Molding::simple(8, 100, 16, true);
         let mut j = m.job(1, 0);
         j.procs = 4;
-        assert!(matches!(sim.submit_moldable(j, m), Err(SubmitError::BadMolding(_))));
+        assert!(matches!(
+            sim.submit_moldable(j, m),
+            Err(SubmitError::BadMolding(_))
+        ));
         let big = Molding::simple(16, 100, 64, true);
         let e = sim.submit_moldable(big.job(2, 0), big).unwrap_err();
         assert_eq!(

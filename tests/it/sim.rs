@@ -899,7 +899,10 @@ fn check_mold_events(
         match e.kind {
             Ev::Submitted => {}
             Ev::Started => {
-                prop_assert!(started.insert(e.job, (e.time, e.procs)).is_none(), "started twice");
+                prop_assert!(
+                    started.insert(e.job, (e.time, e.procs)).is_none(),
+                    "started twice"
+                );
                 if molds && m.moldable {
                     prop_assert!(
                         (m.n_min..=m.n_max).contains(&e.procs),
@@ -914,13 +917,22 @@ fn check_mold_events(
                 }
                 prop_assert_eq!(e.requested, m.runtime(e.procs));
                 used += e.procs;
-                prop_assert!(used <= machine, "over-allocated at {}: {used} > {machine}", e.time);
+                prop_assert!(
+                    used <= machine,
+                    "over-allocated at {}: {used} > {machine}",
+                    e.time
+                );
             }
             Ev::Ended { how } => {
                 prop_assert_eq!(how, EndKind::Completed);
                 let (s, p) = started[&e.job];
                 prop_assert_eq!(p, e.procs);
-                prop_assert_eq!(e.time - s, m.runtime(p), "job {} ran its curve's time", e.job);
+                prop_assert_eq!(
+                    e.time - s,
+                    m.runtime(p),
+                    "job {} ran its curve's time",
+                    e.job
+                );
                 used -= p;
                 ended += 1;
             }
@@ -931,7 +943,12 @@ fn check_mold_events(
     Ok(())
 }
 
-fn run_mold(policy: Policy, machine: u32, jobs: &[(SimJob, Molding)], stepped: Option<&[i64]>) -> Vec<SimEvent> {
+fn run_mold(
+    policy: Policy,
+    machine: u32,
+    jobs: &[(SimJob, Molding)],
+    stepped: Option<&[i64]>,
+) -> Vec<SimEvent> {
     let mut sim = Simulator::new(SimConfig::new(machine, policy), 0);
     sim.set_forecast(flat_forecast(3.0));
     let mut ev = Vec::new();
@@ -997,16 +1014,33 @@ proptest! {
     }
 }
 
-fn lublin_run(dir: &std::path::Path, name: &str, policy: &str, extra: &[&str]) -> (serde_json::Value, Vec<u8>) {
+fn lublin_run(
+    dir: &std::path::Path,
+    name: &str,
+    policy: &str,
+    extra: &[&str],
+) -> (serde_json::Value, Vec<u8>) {
     let out = dir.join(name);
     let o = qbets()
-        .args(["simulate", "--model", "lublin", "--processors", "64", "--policy", policy])
+        .args([
+            "simulate",
+            "--model",
+            "lublin",
+            "--processors",
+            "64",
+            "--policy",
+            policy,
+        ])
         .args(["--jobs", "400", "--seed", "3", "--json", "--out"])
         .arg(&out)
         .args(extra)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{policy}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{policy}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     (v, std::fs::read(out).unwrap())
 }
@@ -1024,19 +1058,39 @@ fn simulate_lublin_reports_the_papers_metrics_and_writes_the_schedule() {
         assert_eq!(v["workload"]["alpha"], 10.2303);
         let m = &v["measured"];
         // 5% of 400 cut at each end.
-        assert_eq!((m["jobs"].as_u64(), m["cut_each"].as_u64(), m["measured"].as_u64()), (Some(400), Some(20), Some(360)));
-        let by_class: u64 = ["short", "medium", "long"].iter().map(|c| m[c]["jobs"].as_u64().unwrap()).sum();
+        assert_eq!(
+            (
+                m["jobs"].as_u64(),
+                m["cut_each"].as_u64(),
+                m["measured"].as_u64()
+            ),
+            (Some(400), Some(20), Some(360))
+        );
+        let by_class: u64 = ["short", "medium", "long"]
+            .iter()
+            .map(|c| m[c]["jobs"].as_u64().unwrap())
+            .sum();
         assert_eq!(by_class, 360);
         let u = m["utilization"].as_f64().unwrap();
         assert!(u > 0.0 && u <= 1.0, "{policy}: utilization {u}");
-        let (shrunk, expanded) = (m["overall"]["shrunk"].as_u64().unwrap(), m["overall"]["expanded"].as_u64().unwrap());
+        let (shrunk, expanded) = (
+            m["overall"]["shrunk"].as_u64().unwrap(),
+            m["overall"]["expanded"].as_u64().unwrap(),
+        );
         if policy == "easy" {
-            assert_eq!((shrunk, expanded), (0, 0), "the traditional baseline runs every job at N_opt");
+            assert_eq!(
+                (shrunk, expanded),
+                (0, 0),
+                "the traditional baseline runs every job at N_opt"
+            );
             assert_eq!(m["overall"]["mean_scaling"], 1.0);
         } else {
             assert!(shrunk + expanded > 0, "{policy} molds some job");
         }
-        assert_eq!(v["workload"]["forecast_workloads"], if policy == "scojo-p" { 4 } else { 0 });
+        assert_eq!(
+            v["workload"]["forecast_workloads"],
+            if policy == "scojo-p" { 4 } else { 0 }
+        );
         let t = swf::SwfTrace::read(&swf_bytes[..]).unwrap();
         assert!(t.bad.is_empty());
         assert_eq!(t.records.len(), 400);
@@ -1049,7 +1103,11 @@ fn simulate_lublin_reports_the_papers_metrics_and_writes_the_schedule() {
             if policy == "easy" {
                 assert_eq!(given, n_opt);
             } else {
-                assert!((lo..=hi).contains(&given), "{policy}: job {} given {given} of N_opt {n_opt}", r.job);
+                assert!(
+                    (lo..=hi).contains(&given),
+                    "{policy}: job {} given {given} of N_opt {n_opt}",
+                    r.job
+                );
             }
             assert_eq!(r.run, r.req_time, "exact run times");
             assert!((1..=3).contains(&r.queue));
@@ -1058,10 +1116,20 @@ fn simulate_lublin_reports_the_papers_metrics_and_writes_the_schedule() {
     let (_, a) = lublin_run(dir.path(), "a.swf", "cirne-berman", &[]);
     let (_, b) = lublin_run(dir.path(), "b.swf", "cirne-berman", &[]);
     assert_eq!(a, b, "same seed, same schedule");
-    let (_, c) = lublin_run(dir.path(), "c.swf", "cirne-berman", &["--lublin-alpha", "9.83"]);
+    let (_, c) = lublin_run(
+        dir.path(),
+        "c.swf",
+        "cirne-berman",
+        &["--lublin-alpha", "9.83"],
+    );
     assert_ne!(a, c, "W2's alpha changes the arrivals");
     // 80% moldable, Downey's curves: still bounded, some jobs rigid.
-    let (v, _) = lublin_run(dir.path(), "d.swf", "scojo-p", &["--speedup", "downey", "--moldable", "0.8"]);
+    let (v, _) = lublin_run(
+        dir.path(),
+        "d.swf",
+        "scojo-p",
+        &["--speedup", "downey", "--moldable", "0.8"],
+    );
     assert_eq!(v["workload"]["speedup"], "downey");
     assert_eq!(v["workload"]["moldable_fraction"], 0.8);
 }
@@ -1069,7 +1137,12 @@ fn simulate_lublin_reports_the_papers_metrics_and_writes_the_schedule() {
 #[test]
 fn simulate_refuses_molding_without_moldable_jobs() {
     let run = |args: &[&str]| {
-        let o = qbets().arg("simulate").args(args).args(["--out", "/dev/null"]).output().unwrap();
+        let o = qbets()
+            .arg("simulate")
+            .args(args)
+            .args(["--out", "/dev/null"])
+            .output()
+            .unwrap();
         assert!(!o.status.success(), "{args:?}");
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
@@ -1078,15 +1151,28 @@ fn simulate_refuses_molding_without_moldable_jobs() {
         let e = run(&[&["--policy", p][..], &cirne[..]].concat());
         assert!(e.contains("only --model lublin generates"), "{e}");
     }
-    let e = run(&[&["--policy", "easy", "--lublin-alpha", "9.83"][..], &cirne[..]].concat());
-    assert!(e.contains("--lublin-alpha is a setting of the Lublin model"), "{e}");
+    let e = run(&[
+        &["--policy", "easy", "--lublin-alpha", "9.83"][..],
+        &cirne[..],
+    ]
+    .concat());
+    assert!(
+        e.contains("--lublin-alpha is a setting of the Lublin model"),
+        "{e}"
+    );
     let lublin = ["--processors", "64", "--model", "lublin", "--jobs", "10"];
     let e = run(&[&["--policy", "conservative"][..], &lublin[..]].concat());
     assert!(e.contains("cannot schedule --model lublin"), "{e}");
     let e = run(&[&["--policy", "easy", "--priority", "1=0"][..], &lublin[..]].concat());
-    assert!(e.contains("--priority does not go with --model lublin"), "{e}");
+    assert!(
+        e.contains("--priority does not go with --model lublin"),
+        "{e}"
+    );
     let e = run(&[&["--policy", "easy", "--moldable", "1.5"][..], &lublin[..]].concat());
-    assert!(e.contains("invalid value '1.5' for '--moldable") && e.contains("from 0 to 1"), "{e}");
+    assert!(
+        e.contains("invalid value '1.5' for '--moldable") && e.contains("from 0 to 1"),
+        "{e}"
+    );
     let e = run(&[&["--policy", "scojo-p:ideal=3"][..], &lublin[..]].concat());
     assert!(e.contains("scojo-p ideal load"), "{e}");
     let e = run(&["--policy", "easy", "--model", "lublin", "--jobs", "10"]);
@@ -1106,7 +1192,13 @@ fn moldable_outcomes_record_the_size_given() {
         .collect();
     let moldings: HashMap<i64, Molding> = jobs.iter().map(|(j, m)| (j.id, *m)).collect();
     let policy = Policy::ScojoP(ScojoPolicy::default());
-    let r = run_moldable_jobs(SimConfig::new(32, policy), 0, jobs.clone(), Some(flat_forecast(1.0)), |_| {});
+    let r = run_moldable_jobs(
+        SimConfig::new(32, policy),
+        0,
+        jobs.clone(),
+        Some(flat_forecast(1.0)),
+        |_| {},
+    );
     assert!(r.refused.is_empty());
     assert_eq!(r.outcomes.len(), 300);
     let mut molded = 0;
