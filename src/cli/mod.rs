@@ -11,6 +11,7 @@ pub mod progress;
 pub mod replay;
 pub mod serve;
 pub mod simulate;
+pub mod simulate_mold;
 pub mod simulate_timeshare;
 pub mod token;
 

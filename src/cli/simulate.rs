@@ -27,6 +27,9 @@ use crate::trace::swf::{self, SwfRecord, SwfTrace};
 pub enum Model {
     /// Cirne's rigid workload model (his Table 11).
     Cirne,
+    /// The Lublin–Feitelson model with moldable jobs (Barsanti & Sodan's SCOJO-P
+    /// experiments; see `--lublin-alpha`, `--speedup`, `--moldable`).
+    Lublin,
 }
 
 /// Most jobs `--model` may generate.
@@ -36,7 +39,9 @@ const MAX_MODEL_JOBS: u64 = 10_000_000;
 #[derive(Debug, ClapArgs)]
 pub struct Args {
     /// Scheduling policy: fcfs, easy, conservative, los, los:C or los:C:VARIANT
-    /// (VARIANT: bypassed-first, selected-first, maxjobs, max-slowdown).
+    /// (VARIANT: bypassed-first, selected-first, maxjobs, max-slowdown); for moldable
+    /// jobs (--model lublin) also cirne-berman and scojo-p[:nonpredictive]
+    /// [:arrival-aware][:ideal=X] (there easy is the paper's traditional baseline).
     #[arg(long, value_parser = Policy::parse, required_unless_present_any = ["experiment", "ts_algorithm"])]
     pub policy: Option<Policy>,
     /// Processors of the simulated machine (default for a trace: its MaxProcs header).
@@ -112,6 +117,9 @@ pub struct Args {
     /// Print the metrics as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// The Lublin model's settings.
+    #[command(flatten)]
+    pub mold: super::simulate_mold::MoldArgs,
     /// The time-shared machine's settings.
     #[command(flatten)]
     pub timeshare: super::simulate_timeshare::TimeshareArgs,
@@ -211,6 +219,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     super::simulate_timeshare::refuse_without_timeshare(&args.timeshare)?;
     if let Some(Experiment::CirneSa) = args.experiment {
+        super::simulate_mold::check_without_lublin(&args.mold, None)?;
         return run_sa_experiment(&args);
     }
     if args.offered_load.is_some() && args.trace.is_none() {
@@ -225,6 +234,10 @@ pub fn run(args: Args) -> Result<()> {
         None if varq => PathBuf::new(),
         None => bail!("--out is required"),
     };
+    if args.model == Some(Model::Lublin) {
+        return run_lublin(&args, policy, &out);
+    }
+    super::simulate_mold::check_without_lublin(&args.mold, Some(policy))?;
     let mut header = vec![
         "Version: 2.2".to_string(),
         "Computer: qbets scheduler simulator".to_string(),
@@ -270,7 +283,8 @@ pub fn run(args: Args) -> Result<()> {
             let jobs: Vec<SimJob> = model.take(n as usize).collect();
             (p, jobs, Vec::new(), None)
         }
-        (None, None) => bail!("give --trace FILE or --model cirne"),
+        (None, Some(Model::Lublin)) => unreachable!("handled above"),
+        (None, None) => bail!("give --trace FILE or --model cirne|lublin"),
     };
     header.push(format!("MaxProcs: {processors}"));
     header.push(format!("MaxJobs: {}", jobs.len()));
@@ -484,7 +498,45 @@ fn write_schedule(
     })
 }
 
-fn print_metrics(m: &Metrics, policy: &Policy, processors: u32, total: usize) {
+/// The Lublin model's run (`super::simulate_mold`), after refusing what does not go
+/// with it.
+fn run_lublin(args: &Args, policy: Policy, out: &Path) -> Result<()> {
+    let Some(processors) = args.processors else {
+        bail!("--processors is required with --model");
+    };
+    for (given, flag) in [
+        (args.priority.is_some(), "--priority"),
+        (args.demo_queues, "--demo-queues"),
+        (args.varq_fraction.is_some(), "--varq-fraction"),
+    ] {
+        if given {
+            bail!(
+                "{flag} does not go with --model lublin: its jobs are ranked by run-time \
+                 class (short, medium, long) with aging, as Barsanti & Sodan schedule them"
+            );
+        }
+    }
+    if policy == Policy::Conservative {
+        bail!(
+            "--policy conservative cannot schedule --model lublin: its jobs are ranked by \
+             run-time class, and conservative backfilling reserves in arrival order and \
+             would not honour the ranks; use easy (the traditional baseline), fcfs, los, \
+             cirne-berman or scojo-p"
+        );
+    }
+    super::simulate_mold::run(&super::simulate_mold::Setup {
+        policy,
+        processors,
+        jobs: args.jobs.unwrap_or(0),
+        seed: args.seed,
+        load_scale: args.load_scale,
+        mold: &args.mold,
+        out,
+        json: args.json,
+    })
+}
+
+pub(crate) fn print_metrics(m: &Metrics, policy: &Policy, processors: u32, total: usize) {
     let h = |s: f64| format!("{s:.0} s ({:.2} h)", s / 3600.0);
     println!("policy {policy} on {processors} processors: {total} jobs simulated");
     println!(

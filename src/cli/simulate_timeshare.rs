@@ -20,6 +20,7 @@ use super::progress;
 use super::simulate::{Args, ArrivalArg, Model, load_trace};
 use crate::sim::SimJob;
 use crate::sim::cirne::{ArrivalPattern, CirneModel};
+use crate::sim::lublin::LublinModel;
 use crate::sim::swf_jobs::offered_load;
 use crate::sim::timeshare::params::SHORT_WORK_UNCOMPRESSED_S;
 use crate::sim::timeshare::{
@@ -214,6 +215,9 @@ pub fn run(args: &Args, alg: TsAlgorithm) -> Result<()> {
     let Some(out) = args.out.as_deref() else {
         bail!("--out is required");
     };
+    if args.model != Some(Model::Lublin) {
+        super::simulate_mold::check_without_lublin(&args.mold, None)?;
+    }
     let compress = ts
         .compress
         .unwrap_or(crate::sim::timeshare::params::THESIS_COMPRESSION);
@@ -254,8 +258,38 @@ pub fn run(args: &Args, alg: TsAlgorithm) -> Result<()> {
             header.push("UnixStartTime: 0".to_string());
             (p, jobs, None, Vec::new(), 0)
         }
-        (None, None) => bail!("give --trace FILE or --model cirne"),
+        (None, Some(Model::Lublin)) => {
+            let Some(p) = args.processors else {
+                bail!("--processors is required with --model");
+            };
+            if args.mold.speedup.is_some() || args.mold.moldable.is_some() {
+                bail!(
+                    "--speedup and --moldable make moldable jobs; the time-shared machine \
+                     runs rigid ones (give --model lublin without them)"
+                );
+            }
+            let n = args.jobs.unwrap_or(0) as usize;
+            let mut model = LublinModel::new(p, args.seed);
+            if let Some(a) = args.mold.lublin_alpha {
+                model.set_alpha(a);
+            }
+            if let Some(f) = args.load_scale {
+                model.set_load_scale(f);
+            }
+            let mut jobs: Vec<SimJob> = model.by_ref().take(n).collect();
+            let note = scale_to_load(&mut jobs, p, args.offered_load)?;
+            header.push(format!(
+                "Source: model lublin, {n} jobs, seed {}, alpha {}, load scale {}{note}",
+                args.seed,
+                model.params().aarr,
+                args.load_scale.unwrap_or(1.0)
+            ));
+            header.push("UnixStartTime: 0".to_string());
+            (p, jobs, None, Vec::new(), 0)
+        }
+        (None, None) => bail!("give --trace FILE or --model cirne|lublin"),
     };
+
     let p = params(ts, alg, processors)?;
     let (ts_jobs, skipped) = from_sim_jobs(
         &jobs,

@@ -5,8 +5,11 @@
 //! May import: std and the sibling modules.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::job::{EndKind, JobOutcome, SimJob};
+use super::mold::Molding;
+use super::scojo::ArrivalForecast;
 use super::simulator::{EventKind, SimConfig, SimEvent, Simulator, SubmitError};
 
 /// The result of [`run_jobs`].
@@ -38,6 +41,13 @@ impl OutcomeCollector {
                 EventKind::Started => {
                     if let Some(l) = self.live.get_mut(&ev.job) {
                         l.1 = Some(ev.time);
+                        // A moldable job started with the size its policy chose, and
+                        // runs exactly the requested time that size gives.
+                        if (ev.procs, ev.requested) != (l.0.procs, l.0.requested) {
+                            l.0.procs = ev.procs;
+                            l.0.requested = ev.requested;
+                            l.0.runtime = ev.requested;
+                        }
                     }
                 }
                 EventKind::Ended { how } => {
@@ -61,17 +71,46 @@ impl OutcomeCollector {
 
 /// Runs `jobs` (in nondecreasing submit order) on a fresh machine from time `start`
 /// to completion. `progress` is called with the number of jobs submitted so far.
-pub fn run_jobs<I, P>(cfg: SimConfig, start: i64, jobs: I, mut progress: P) -> RunResult
+pub fn run_jobs<I, P>(cfg: SimConfig, start: i64, jobs: I, progress: P) -> RunResult
 where
     I: IntoIterator<Item = SimJob>,
     P: FnMut(u64),
 {
+    let sim = Simulator::new(cfg, start);
+    run_on(sim, jobs.into_iter().map(|j| (j, None)), progress)
+}
+
+/// [`run_jobs`] for jobs with moldings (each submitted with
+/// [`Simulator::submit_moldable`]), and, for predictive SCOJO-P, the forecast of
+/// future arrivals.
+pub fn run_moldable_jobs<I, P>(
+    cfg: SimConfig,
+    start: i64,
+    jobs: I,
+    forecast: Option<Arc<ArrivalForecast>>,
+    progress: P,
+) -> RunResult
+where
+    I: IntoIterator<Item = (SimJob, Molding)>,
+    P: FnMut(u64),
+{
     let mut sim = Simulator::new(cfg, start);
+    if let Some(f) = forecast {
+        sim.set_forecast(f);
+    }
+    run_on(sim, jobs.into_iter().map(|(j, m)| (j, Some(m))), progress)
+}
+
+fn run_on<I, P>(mut sim: Simulator, jobs: I, mut progress: P) -> RunResult
+where
+    I: Iterator<Item = (SimJob, Option<Molding>)>,
+    P: FnMut(u64),
+{
     let mut collector = OutcomeCollector::default();
     let mut events = Vec::new();
     let mut result = RunResult::default();
     let mut n = 0u64;
-    for job in jobs {
+    for (job, molding) in jobs {
         // Handle everything strictly before this arrival, so that arrivals at one
         // instant are scheduled in one pass, as when submitted all at once.
         if job.submit > sim.now() {
@@ -79,7 +118,11 @@ where
             collector.absorb(&events, &mut result.outcomes);
             events.clear();
         }
-        match sim.submit(job.clone()) {
+        let submitted = match molding {
+            Some(m) => sim.submit_moldable(job.clone(), m),
+            None => sim.submit(job.clone()),
+        };
+        match submitted {
             Ok(()) => collector.submitted(job),
             Err(e) => result.refused.push((job, e)),
         }

@@ -12,20 +12,33 @@
 //! - The scheduler sees requested times only; a job runs `min(runtime, requested)`
 //!   and is killed at its requested time if it would run longer.
 //! - A cancelled job leaves the queue at its cancel time; a running one stops then.
-//! - Queue order is (priority rank of the job's queue, submit time, submission
-//!   sequence): plain FCFS order unless priorities are configured.
+//! - Queue order is (priority rank, submit time, submission sequence): plain FCFS
+//!   order unless priorities are configured. A job submitted with a [`Molding`]
+//!   ([`Simulator::submit_moldable`]) ranks by its run-time class instead (short,
+//!   medium, long: Barsanti & Sodan §5.3), and a waiting medium or long job is
+//!   promoted to the top rank once it has waited five times its run time at N_opt
+//!   (the paper does not say by how much its priority rises; promoting it to the top,
+//!   FCFS there by submit time, is the choice made here). Ends, arrivals,
+//!   cancellations, then promotions, at one instant.
+//! - A moldable job's size is fixed when it starts (SCOJO-P) or arrives
+//!   (Cirne–Berman); from then on it is rigid, with the run time its speedup curve
+//!   gives for that size as its exact requested time. Under every other policy it runs
+//!   at N_opt.
 //!
 //! May import: std, serde and the sibling modules.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::job::{EndKind, SimJob};
 use super::los::{self, Candidate, LosTables, LosVariant};
+use super::mold::{AGING_FACTOR, Molding, RunClass};
 use super::profile::{Period, Profile};
+use super::scojo::{self, ArrivalForecast, Choice, FutureOverlap, LoadInputs, Waiting};
 
 /// Lookahead LOS uses when none is given (Shmueli §4.4 settles on 50).
 pub const DEFAULT_LOOKAHEAD: usize = 50;
@@ -50,10 +63,84 @@ pub enum Policy {
         /// Tie-break among equal-utilization sets.
         variant: LosVariant,
     },
+    /// Cirne–Berman as Barsanti & Sodan run it (their §3, §5.3): EASY, and a moldable
+    /// job, when it arrives, takes the size among every size from N_min to N_max that
+    /// completes first in a what-if simulation of the running and waiting jobs under
+    /// the same scheduler (exact run times, no later arrivals; ties to the smaller
+    /// size), and keeps it.
+    CirneBerman,
+    /// SCOJO-P (Barsanti & Sodan §4): at each pass the first waiting job gets an
+    /// adaptive target size from the predicted load over its run time, starts now
+    /// smaller or later bigger, and the other waiting jobs are resized by the same
+    /// factor for EASY backfilling (scojo-p.md §3).
+    ScojoP(ScojoPolicy),
+}
+
+/// SCOJO-P's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ScojoPolicy {
+    /// Whether the load estimate includes expected future arrivals (the simulator's
+    /// forecast, [`Simulator::set_forecast`]); without a forecast nothing is expected.
+    pub predictive: bool,
+    /// How a future job's overlap with the candidate's run is counted.
+    pub overlap: FutureOverlap,
+    /// The ideal average load, in thousandths (900: the paper's 0.9).
+    pub ideal_permille: u16,
+}
+
+impl Default for ScojoPolicy {
+    fn default() -> Self {
+        Self {
+            predictive: true,
+            overlap: FutureOverlap::Literal,
+            ideal_permille: (scojo::IDEAL_LOAD * 1000.0) as u16,
+        }
+    }
+}
+
+impl ScojoPolicy {
+    /// The ideal load as a fraction.
+    pub fn ideal(&self) -> f64 {
+        f64::from(self.ideal_permille) / 1000.0
+    }
+
+    /// Parses the options after `scojo-p:`: `nonpredictive`, `arrival-aware`,
+    /// `ideal=X` (0 < X ≤ 2).
+    fn parse<'a>(parts: impl Iterator<Item = &'a str>) -> Result<Self, String> {
+        let mut p = Self::default();
+        for opt in parts {
+            match opt {
+                "nonpredictive" => p.predictive = false,
+                "predictive" => p.predictive = true,
+                "arrival-aware" => p.overlap = FutureOverlap::ArrivalAware,
+                "literal" => p.overlap = FutureOverlap::Literal,
+                _ => {
+                    let Some(v) = opt.strip_prefix("ideal=") else {
+                        return Err(format!(
+                            "unknown scojo-p option {opt:?} (nonpredictive, arrival-aware, ideal=X)"
+                        ));
+                    };
+                    let x: f64 = v
+                        .parse()
+                        .ok()
+                        .filter(|x: &f64| x.is_finite() && *x > 0.0 && *x <= 2.0)
+                        .ok_or_else(|| {
+                            format!(
+                                "scojo-p ideal load {v:?} is not a number above 0 and at most 2"
+                            )
+                        })?;
+                    p.ideal_permille = (x * 1000.0).round().max(1.0) as u16;
+                }
+            }
+        }
+        Ok(p)
+    }
 }
 
 impl Policy {
-    /// Parses `fcfs`, `easy`, `conservative`, `los`, `los:C` or `los:C:variant`.
+    /// Parses `fcfs`, `easy`, `conservative`, `los`, `los:C`, `los:C:variant`,
+    /// `cirne-berman` or `scojo-p[:option…]` (options `nonpredictive`,
+    /// `arrival-aware`, `ideal=X`).
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut parts = s.split(':');
         let name = parts.next().unwrap_or("");
@@ -61,6 +148,8 @@ impl Policy {
             "fcfs" => Self::Fcfs,
             "easy" => Self::Easy,
             "conservative" | "cons" => Self::Conservative,
+            "cirne-berman" => Self::CirneBerman,
+            "scojo-p" => Self::ScojoP(ScojoPolicy::parse(parts.by_ref())?),
             "los" => {
                 let lookahead =
                     match parts.next() {
@@ -81,14 +170,15 @@ impl Policy {
             }
             _ => {
                 return Err(format!(
-                    "unknown policy {s:?} (fcfs, easy, conservative, los[:C[:variant]])"
+                    "unknown policy {s:?} (fcfs, easy, conservative, los[:C[:variant]], \
+                     cirne-berman, scojo-p[:nonpredictive][:arrival-aware][:ideal=X])"
                 ));
             }
         };
         if let Some(rest) = parts.next() {
             return Err(format!("unexpected {rest:?} in policy {s:?}"));
         }
-        if !matches!(policy, Self::Los { .. }) && s.contains(':') {
+        if !matches!(policy, Self::Los { .. } | Self::ScojoP(_)) && s.contains(':') {
             return Err(format!("policy {name} takes no parameters"));
         }
         Ok(policy)
@@ -102,6 +192,20 @@ impl fmt::Display for Policy {
             Self::Easy => f.write_str("easy"),
             Self::Conservative => f.write_str("conservative"),
             Self::Los { lookahead, variant } => write!(f, "los:{lookahead}:{}", variant.name()),
+            Self::CirneBerman => f.write_str("cirne-berman"),
+            Self::ScojoP(p) => {
+                f.write_str("scojo-p")?;
+                if !p.predictive {
+                    f.write_str(":nonpredictive")?;
+                }
+                if p.overlap == FutureOverlap::ArrivalAware {
+                    f.write_str(":arrival-aware")?;
+                }
+                if p.ideal_permille != ScojoPolicy::default().ideal_permille {
+                    write!(f, ":ideal={}", p.ideal())?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -180,6 +284,8 @@ pub enum SubmitError {
     CancelBeforeSubmit { submit: i64, cancel_at: i64 },
     /// Another job with this id is still in the system.
     DuplicateId(i64),
+    /// A moldable job whose molding does not fit the machine or its record.
+    BadMolding(String),
 }
 
 impl fmt::Display for SubmitError {
@@ -203,6 +309,7 @@ impl fmt::Display for SubmitError {
                 write!(f, "cancel time {cancel_at} is before submit time {submit}")
             }
             Self::DuplicateId(id) => write!(f, "job {id} is already in the system"),
+            Self::BadMolding(why) => write!(f, "moldable job: {why}"),
         }
     }
 }
@@ -227,6 +334,15 @@ struct Entry {
     job: SimJob,
     rank: i32,
     state: State,
+    mold: Option<MoldState>,
+}
+
+/// A moldable job's molding and what the scheduler fixed of it so far.
+#[derive(Debug, Clone, Copy)]
+struct MoldState {
+    m: Molding,
+    /// SCOJO-P's "later minimum size" once it chose to wait for a size (0: none).
+    floor: u32,
 }
 
 // Event kinds in the order they are handled within one instant.
@@ -237,6 +353,8 @@ const CANCEL: u8 = 2;
 /// can start at an instant where nothing else happens, e.g. after compression moved
 /// the job it was queued behind).
 const WAKE: u8 = 3;
+/// A waiting medium or long job's priority rises (aging).
+const AGE: u8 = 4;
 
 /// A queue key: (priority rank, submit time, sequence).
 type QKey = (i32, i64, u64);
@@ -263,8 +381,10 @@ pub struct Simulator {
     /// time (the latest end of the regions released); `None` when nothing was.
     released_until: Option<i64>,
     los: LosTables,
-    /// EASY and LOS: the head job and its shadow time after the last pass.
+    /// EASY, LOS and SCOJO-P: the head job and its shadow time after the last pass.
     head_shadow: Option<(i64, i64)>,
+    /// SCOJO-P's forecast of future arrivals (predictive variant).
+    forecast: Option<Arc<ArrivalForecast>>,
 }
 
 impl Simulator {
@@ -288,7 +408,13 @@ impl Simulator {
             released_until: None,
             los: LosTables::default(),
             head_shadow: None,
+            forecast: None,
         }
+    }
+
+    /// Gives predictive SCOJO-P its forecast of future arrivals.
+    pub fn set_forecast(&mut self, forecast: Arc<ArrivalForecast>) {
+        self.forecast = Some(forecast);
     }
 
     /// The configuration.
@@ -364,6 +490,55 @@ impl Simulator {
 
     /// Submits a job; it arrives at `job.submit`, which must not be in the past.
     pub fn submit(&mut self, job: SimJob) -> Result<(), SubmitError> {
+        self.check(&job)?;
+        let rank = self.cfg.priority.get(&job.queue).copied().unwrap_or(0);
+        self.enqueue(job, rank, None);
+        Ok(())
+    }
+
+    /// Submits a moldable (or rigid, `molding.moldable == false`) job with its molding:
+    /// `job` is the job at N_opt (`procs == n_opt`, `runtime == requested ==
+    /// runtime_opt`, as [`Molding::job`] makes it). It ranks by its run-time class and
+    /// ages (see the module notes); the policy decides its size.
+    pub fn submit_moldable(&mut self, job: SimJob, molding: Molding) -> Result<(), SubmitError> {
+        self.check(&job)?;
+        molding
+            .validate(self.cfg.processors)
+            .map_err(SubmitError::BadMolding)?;
+        if (job.procs, job.runtime, job.requested)
+            != (molding.n_opt, molding.runtime_opt, molding.runtime_opt)
+        {
+            return Err(SubmitError::BadMolding(format!(
+                "the job must stand at N_opt: {} processors for {} s (requested {} s), \
+                 not {} processors for {} s (requested {} s)",
+                molding.n_opt,
+                molding.runtime_opt,
+                molding.runtime_opt,
+                job.procs,
+                job.runtime,
+                job.requested
+            )));
+        }
+        let class = molding.class();
+        let aging = (class != RunClass::Short).then(|| {
+            job.submit
+                .saturating_add(AGING_FACTOR.saturating_mul(molding.runtime_opt))
+        });
+        let seq = self.enqueue(
+            job,
+            class.rank(),
+            Some(MoldState {
+                m: molding,
+                floor: 0,
+            }),
+        );
+        if let Some(t) = aging {
+            self.heap.push(Reverse((t, AGE, seq)));
+        }
+        Ok(())
+    }
+
+    fn check(&self, job: &SimJob) -> Result<(), SubmitError> {
         if job.submit < self.now {
             return Err(SubmitError::InThePast {
                 submit: job.submit,
@@ -393,13 +568,16 @@ impl Simulator {
         if self.ids.contains_key(&job.id) {
             return Err(SubmitError::DuplicateId(job.id));
         }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, job: SimJob, rank: i32, mold: Option<MoldState>) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.heap.push(Reverse((job.submit, ARRIVE, seq)));
         if let Some(c) = job.cancel_at {
             self.heap.push(Reverse((c, CANCEL, seq)));
         }
-        let rank = self.cfg.priority.get(&job.queue).copied().unwrap_or(0);
         self.ids.insert(job.id, seq);
         self.jobs.insert(
             seq,
@@ -407,9 +585,10 @@ impl Simulator {
                 job,
                 rank,
                 state: State::Pending,
+                mold,
             },
         );
-        Ok(())
+        seq
     }
 
     /// Has the user of job `id` stop it at `at`, replacing any cancel time it had: a
@@ -450,6 +629,7 @@ impl Simulator {
                     END => self.on_end(seq, out),
                     ARRIVE => self.on_arrive(seq, out),
                     CANCEL => self.on_cancel(seq, out),
+                    AGE => self.on_age(seq),
                     _ => {}
                 }
             }
@@ -497,7 +677,9 @@ impl Simulator {
         let mut heap: BinaryHeap<_> = c
             .heap
             .drain()
-            .filter(|Reverse((_, k, seq))| (*k == ARRIVE || *k == WAKE) && c.jobs.contains_key(seq))
+            .filter(|Reverse((_, k, seq))| {
+                matches!(*k, ARRIVE | WAKE | AGE) && c.jobs.contains_key(seq)
+            })
             .collect();
         for &(end, seq) in &c.running {
             heap.push(Reverse((end, END, seq)));
@@ -558,6 +740,9 @@ impl Simulator {
     }
 
     fn on_arrive(&mut self, seq: u64, out: &mut Vec<SimEvent>) {
+        if self.cfg.policy == Policy::CirneBerman {
+            self.cirne_berman_size(seq);
+        }
         let Some(e) = self.jobs.get_mut(&seq) else {
             return;
         };
@@ -647,6 +832,8 @@ impl Simulator {
             Policy::Easy => self.schedule_easy(out),
             Policy::Conservative => self.schedule_conservative(out),
             Policy::Los { lookahead, variant } => self.schedule_los(lookahead, variant, out),
+            Policy::CirneBerman => self.schedule_easy(out),
+            Policy::ScojoP(p) => self.schedule_scojo(p, out),
         }
     }
 
@@ -801,6 +988,225 @@ impl Simulator {
         }
     }
 
+    /// Aging: a waiting job promoted to the top rank (see the module notes).
+    fn on_age(&mut self, seq: u64) {
+        let Some(e) = self.jobs.get(&seq) else { return };
+        let top = RunClass::Short.rank();
+        if !matches!(e.state, State::Waiting { .. }) || e.rank <= top {
+            return;
+        }
+        let old = self.key(seq);
+        self.queue.remove(&old);
+        self.jobs.get_mut(&seq).expect("waiting job").rank = top;
+        let new = self.key(seq);
+        self.queue.insert(new);
+    }
+
+    /// Starts a job with `size` processors: a moldable job takes that size and the run
+    /// time its curve gives there (exact, so also its requested time); a rigid one
+    /// starts as it is.
+    fn start_sized(&mut self, seq: u64, size: u32, out: &mut Vec<SimEvent>) {
+        let e = self.jobs.get_mut(&seq).expect("queued job exists");
+        match e.mold {
+            Some(st) if st.m.moldable => {
+                let r = st.m.runtime(size);
+                e.job.procs = size;
+                e.job.runtime = r;
+                e.job.requested = r;
+            }
+            _ => debug_assert_eq!(size, e.job.procs, "a rigid job keeps its size"),
+        }
+        self.start(seq, out);
+    }
+
+    /// A waiting job as SCOJO-P's load estimate sees it.
+    fn waiting_view(&self, seq: u64) -> Waiting {
+        let e = &self.jobs[&seq];
+        Waiting {
+            molding: e.mold.map(|st| st.m),
+            floor: e.mold.map_or(0, |st| st.floor),
+            procs: e.job.procs,
+            requested: e.job.requested,
+        }
+    }
+
+    /// SCOJO-P's pass (scojo-p.md §3): for the first waiting job, the adaptive target
+    /// size (3.1); start it now (with the target, or smaller if that finishes sooner)
+    /// and repeat with the next, or fix the size it waits for, reserve for it, and
+    /// backfill the others resized by the same modifier (3.2, 3.3).
+    fn schedule_scojo(&mut self, p: ScojoPolicy, out: &mut Vec<SimEvent>) {
+        let forecast = self.forecast.clone();
+        let future = if p.predictive {
+            forecast.as_deref().map(|f| (f, p.overlap))
+        } else {
+            None
+        };
+        while let Some(&(_, _, head)) = self.queue.first() {
+            let now = self.now;
+            let running: Vec<(i64, u32)> = self
+                .running
+                .iter()
+                .map(|&(end, s)| (end - now, self.jobs[&s].job.procs))
+                .collect();
+            let waiting: Vec<Waiting> = self
+                .queue
+                .iter()
+                .skip(1)
+                .map(|k| self.waiting_view(k.2))
+                .collect();
+            let view = self.waiting_view(head);
+            let inputs = LoadInputs {
+                machine: self.cfg.processors,
+                now,
+                running: &running,
+                waiting: &waiting,
+                head: view,
+                future,
+                ideal: p.ideal(),
+            };
+            let (target, _) = scojo::size_modifier(&inputs);
+            let lower = match view.molding {
+                Some(m) if m.moldable => m.n_min.max(view.floor).min(m.n_max),
+                _ => view.procs,
+            };
+            let runtime = move |n| match view.molding {
+                Some(m) if m.moldable => m.runtime(n),
+                _ => view.requested,
+            };
+            let ends: Vec<(i64, u32)> = self
+                .running
+                .iter()
+                .map(|&(end, s)| (end, self.jobs[&s].job.procs))
+                .collect();
+            match scojo::start_choice(now, self.free, &ends, target.size, lower, runtime) {
+                Choice::Now(size) => self.start_sized(head, size, out),
+                Choice::Later { at, size, extra } => {
+                    let e = self.jobs.get_mut(&head).expect("queued job exists");
+                    if let Some(st) = e.mold.as_mut()
+                        && st.m.moldable
+                    {
+                        st.floor = size;
+                    }
+                    self.head_shadow = Some((e.job.id, at));
+                    self.backfill_scojo(target.m, at, extra, out);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// EASY backfilling behind the head's reservation (`shadow`, `extra` processors
+    /// then) with every other waiting moldable job resized by the modifier `m`.
+    fn backfill_scojo(&mut self, m: f64, shadow: i64, mut extra: u32, out: &mut Vec<SimEvent>) {
+        let now = self.now;
+        let mut free = self.free;
+        let mut picks = Vec::new();
+        for &(_, _, seq) in self.queue.iter().skip(1) {
+            if free == 0 {
+                break;
+            }
+            let (n, r) = self.waiting_view(seq).shape(m);
+            if n > free {
+                continue;
+            }
+            if now.saturating_add(r) <= shadow {
+                free -= n;
+                picks.push((seq, n));
+            } else if n <= extra {
+                free -= n;
+                extra -= n;
+                picks.push((seq, n));
+            }
+        }
+        for (seq, n) in picks {
+            self.start_sized(seq, n, out);
+        }
+    }
+
+    /// Cirne–Berman at a moldable job's arrival: tries every size from N_min to N_max
+    /// on a what-if copy (the running and waiting jobs only, each running exactly its
+    /// requested time, nobody cancelling, EASY with the same priorities and aging) and
+    /// fixes the size that completes first (ties to the smaller size).
+    fn cirne_berman_size(&mut self, seq: u64) {
+        let Some(st) = self.jobs.get(&seq).and_then(|e| e.mold) else {
+            return;
+        };
+        if !st.m.moldable {
+            return;
+        }
+        let id = self.jobs[&seq].job.id;
+        let mut base = self.clone();
+        base.cfg.policy = Policy::Easy;
+        base.forecast = None;
+        // The job knows only what is in the system: later arrivals (those at this very
+        // instant not yet handled included) are unknown to it.
+        let pending: Vec<u64> = base
+            .jobs
+            .iter()
+            .filter(|&(&s, e)| s != seq && e.state == State::Pending)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in pending {
+            base.forget(s);
+        }
+        for e in base.jobs.values_mut() {
+            e.job.cancel_at = None;
+            e.job.runtime = e.job.requested;
+        }
+        let mut heap: BinaryHeap<_> = base
+            .heap
+            .drain()
+            .filter(|Reverse((_, k, s))| *k == AGE && base.jobs.contains_key(s))
+            .collect();
+        for &(end, s) in &base.running {
+            heap.push(Reverse((end, END, s)));
+        }
+        base.heap = heap;
+        let now = self.now;
+        let mut best: Option<(i64, u32)> = None;
+        let mut events = Vec::new();
+        for n in st.m.n_min..=st.m.n_max {
+            let r = st.m.runtime(n);
+            let mut s = base.clone();
+            {
+                let e = s.jobs.get_mut(&seq).expect("the candidate is kept");
+                e.job.procs = n;
+                e.job.runtime = r;
+                e.job.requested = r;
+                if let Some(ms) = e.mold.as_mut() {
+                    ms.m.moldable = false;
+                }
+            }
+            s.heap.push(Reverse((now, ARRIVE, seq)));
+            // Once it starts its end is known: stop there.
+            let mut done = None;
+            while done.is_none() {
+                let Some(t) = s.next_event_time() else { break };
+                events.clear();
+                s.advance_to(t, &mut events);
+                done = events
+                    .iter()
+                    .find(|e| e.job == id && e.kind == EventKind::Started)
+                    .map(|e| e.time.saturating_add(r));
+            }
+            if let Some(c) = done
+                && best.is_none_or(|b| (c, n) < b)
+            {
+                best = Some((c, n));
+            }
+        }
+        let e = self.jobs.get_mut(&seq).expect("arriving job exists");
+        if let Some((_, n)) = best {
+            let r = st.m.runtime(n);
+            e.job.procs = n;
+            e.job.runtime = r;
+            e.job.requested = r;
+        }
+        if let Some(ms) = e.mold.as_mut() {
+            ms.m.moldable = false;
+        }
+    }
+
     fn note_release(&mut self, until: i64) {
         self.released_until = Some(self.released_until.map_or(until, |u| u.max(until)));
     }
@@ -874,6 +1280,11 @@ mod tests {
             "conservative",
             "los:50:bypassed-first",
             "los:7:max-slowdown",
+            "cirne-berman",
+            "scojo-p",
+            "scojo-p:nonpredictive",
+            "scojo-p:arrival-aware",
+            "scojo-p:nonpredictive:ideal=0.8",
         ] {
             assert_eq!(Policy::parse(s).unwrap().to_string(), s);
         }
@@ -896,6 +1307,10 @@ mod tests {
             "los:5:best",
             "easy:3",
             "los:5:maxjobs:1",
+            "cirne-berman:2",
+            "scojo-p:fast",
+            "scojo-p:ideal=0",
+            "scojo-p:ideal=x",
         ] {
             assert!(Policy::parse(bad).is_err(), "{bad}");
         }
@@ -997,6 +1412,117 @@ mod tests {
         assert_eq!(
             sim.submit(j(5, 0, 1, -2, Some(9))),
             Err(SubmitError::BadRuntime(-2))
+        );
+    }
+
+    /// Starts and ends of a run of moldable jobs: (job, start, end, processors).
+    fn mold_run(
+        policy: Policy,
+        machine: u32,
+        jobs: &[(i64, i64, Molding)],
+    ) -> Vec<(i64, i64, i64, u32)> {
+        let mut sim = Simulator::new(SimConfig::new(machine, policy), 0);
+        for &(id, submit, m) in jobs {
+            sim.submit_moldable(m.job(id, submit), m).unwrap();
+        }
+        let mut ev = Vec::new();
+        sim.run_to_completion(&mut ev);
+        let mut out: Vec<(i64, i64, i64, u32)> = Vec::new();
+        for e in &ev {
+            match e.kind {
+                EventKind::Started => out.push((e.job, e.time, -1, e.procs)),
+                EventKind::Ended { .. } => {
+                    let r = out.iter_mut().find(|r| r.0 == e.job).expect("started");
+                    assert_eq!(r.3, e.procs);
+                    r.2 = e.time;
+                }
+                EventKind::Submitted => {}
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// Aging (§5.3): a long job that has waited five times its run time goes ahead of
+    /// a medium one. X holds the machine until 20 000; A (long, 3600 s, from t = 1)
+    /// ages at 18 001 and goes first at 20 000; with 4000 s it ages only at 20 001, and
+    /// the medium job B (from t = 10) goes first.
+    #[test]
+    fn aging_promotes_a_long_wait_past_a_younger_medium_job() {
+        for (a_run, first) in [(3600, 2), (4000, 3)] {
+            let x = Molding::simple(4, 20_000, 4, false);
+            let a = Molding::simple(4, a_run, 4, false);
+            let b = Molding::simple(4, 60, 4, false);
+            let r = mold_run(Policy::Easy, 4, &[(1, 0, x), (2, 1, a), (3, 10, b)]);
+            let at_20000: Vec<i64> = r.iter().filter(|r| r.1 == 20_000).map(|r| r.0).collect();
+            assert_eq!(at_20000, [first], "A runs {a_run} s: {r:?}");
+        }
+    }
+
+    /// SCOJO-P starts the head job smaller now (§4.4), by hand (scojo-p.md §3.1–3.2):
+    /// R holds 6 of 10 processors until 1000; C (N_opt 8, 100 s, N_min 4) arrives at
+    /// 10. Load(1) = (6·100 + 8·100)/(10·100) = 1.4, m = 0.643 → 5 processors, 141 s,
+    /// load 1.1; m = 0.526 → 4, 163 s, load 1.0; smaller modifiers stay at N_min = 4,
+    /// so the best, 4, is the target: it fits now. Under EASY (traditional) C waits
+    /// for R: 1000 to 1100.
+    #[test]
+    fn scojo_p_starts_smaller_now_when_waiting_costs_more() {
+        let r = Molding::simple(6, 990, 10, false);
+        let c = Molding::simple(8, 100, 10, true);
+        let scojo = Policy::ScojoP(ScojoPolicy {
+            predictive: false,
+            ..ScojoPolicy::default()
+        });
+        let got = mold_run(scojo, 10, &[(1, 10, r), (2, 10, c)]);
+        assert_eq!(got, [(1, 10, 1000, 6), (2, 10, 173, 4)]);
+        let easy = mold_run(Policy::Easy, 10, &[(1, 10, r), (2, 10, c)]);
+        assert_eq!(easy, [(1, 10, 1000, 6), (2, 1000, 1100, 8)]);
+    }
+
+    /// SCOJO-P waits to start bigger (§4.4): R holds 6 of 10 until 50; C (N_opt 8,
+    /// 1000 s) arrives at 10. Load(1) = (6·40 + 8·1000)/(10·1000) = 0.824; m = 1.092
+    /// → 9 processors, 972 s, load 0.925: accepted, target 9. Now with 4 responds in
+    /// 1625 s, at 50 with 9 in 40 + 972 = 1012: it waits, its size fixed at 9 as a
+    /// floor, and starts at 50 with 9. Cirne–Berman, at C's arrival, tries 4 to 10:
+    /// 10 at 50 completes first (50 + 5200/5.5 = 995), so C takes 10.
+    #[test]
+    fn scojo_p_waits_to_start_bigger_and_cirne_berman_expands() {
+        let r = Molding::simple(6, 50, 10, false);
+        let c = Molding::simple(8, 1000, 10, true);
+        let jobs = [(1, 0, r), (2, 10, c)];
+        let scojo = Policy::ScojoP(ScojoPolicy {
+            predictive: false,
+            ..ScojoPolicy::default()
+        });
+        assert_eq!(
+            mold_run(scojo, 10, &jobs),
+            [(1, 0, 50, 6), (2, 50, 1022, 9)]
+        );
+        assert_eq!(
+            mold_run(Policy::CirneBerman, 10, &jobs),
+            [(1, 0, 50, 6), (2, 50, 995, 10)]
+        );
+        assert_eq!(
+            mold_run(Policy::Easy, 10, &jobs),
+            [(1, 0, 50, 6), (2, 50, 1050, 8)]
+        );
+    }
+
+    #[test]
+    fn submit_moldable_refuses_a_job_not_at_n_opt() {
+        let mut sim = Simulator::new(SimConfig::new(16, Policy::Easy), 0);
+        let m = Molding::simple(8, 100, 16, true);
+        let mut j = m.job(1, 0);
+        j.procs = 4;
+        assert!(matches!(
+            sim.submit_moldable(j, m),
+            Err(SubmitError::BadMolding(_))
+        ));
+        let big = Molding::simple(16, 100, 64, true);
+        let e = sim.submit_moldable(big.job(2, 0), big).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "moldable job: N_max 32 is more than the machine's 16 processors"
         );
     }
 

@@ -801,6 +801,423 @@ fn kth_trace_under_every_policy() {
     assert!(bsld["conservative"] * 3.0 < bsld["fcfs"], "{bsld:?}");
 }
 
+// ---------------------------------------------------------------------------------
+// Moldable jobs: Cirne–Berman and SCOJO-P (Barsanti & Sodan) on the Lublin model.
+
+use qbets::sim::mold::{Molding, RunClass, Speedup};
+use qbets::sim::run::run_moldable_jobs;
+use qbets::sim::scojo::{ArrivalForecast, ClassForecast, FutureOverlap};
+use qbets::sim::{EventKind as Ev, ScojoPolicy};
+use std::sync::Arc;
+
+/// Every policy that can schedule moldable jobs, SCOJO-P in each variant.
+fn mold_policies() -> Vec<Policy> {
+    let scojo = |predictive, overlap| {
+        Policy::ScojoP(ScojoPolicy {
+            predictive,
+            overlap,
+            ..ScojoPolicy::default()
+        })
+    };
+    vec![
+        Policy::Easy,
+        Policy::Fcfs,
+        Policy::Los {
+            lookahead: 10,
+            variant: LosVariant::MaxSlowdown,
+        },
+        Policy::CirneBerman,
+        scojo(true, FutureOverlap::Literal),
+        scojo(true, FutureOverlap::ArrivalAware),
+        scojo(false, FutureOverlap::Literal),
+    ]
+}
+
+/// A forecast of `per_hour` arrivals of each class, all day.
+fn flat_forecast(per_hour: f64) -> Arc<ArrivalForecast> {
+    let c = |n_opt: f64, runtime: f64| ClassForecast {
+        rate: [per_hour / 3600.0; 48],
+        n_opt,
+        n_min: (n_opt / 2.0).max(1.0),
+        n_max: 2.0 * n_opt,
+        runtime_opt: runtime,
+        moldable: 0.8,
+        speedup: Speedup::Simple,
+    };
+    Arc::new(ArrivalForecast::new([
+        c(3.0, 20.0),
+        c(4.0, 600.0),
+        c(6.0, 5000.0),
+    ]))
+}
+
+/// A random small moldable workload: `(submit gap, N_opt, runtime at N_opt,
+/// moldable)`; runtimes cross the class bounds (60 s, 1 h) so aging and priorities
+/// play.
+fn mold_workload(n: usize, machine: u32) -> impl Strategy<Value = Vec<(SimJob, Molding)>> {
+    prop::collection::vec(
+        (
+            0i64..400,
+            1u32..=machine,
+            prop_oneof![1i64..60, 60i64..3600, 3600i64..9000],
+            prop::bool::weighted(0.8),
+        ),
+        1..n,
+    )
+    .prop_map(move |raw| {
+        let mut t = 0;
+        raw.into_iter()
+            .enumerate()
+            .map(|(i, (gap, n_opt, runtime, moldable))| {
+                t += gap;
+                let m = Molding::simple(n_opt, runtime, machine, moldable);
+                (m.job(i as i64 + 1, t), m)
+            })
+            .collect()
+    })
+}
+
+/// Checks a run of moldable jobs: each job starts once with a size its policy may
+/// give it (within [N_min, N_max] when it is moldable and the policy molds, N_opt
+/// otherwise), runs exactly its curve's run time at that size, ends once, and the
+/// machine is never over-allocated.
+fn check_mold_events(
+    jobs: &[(SimJob, Molding)],
+    machine: u32,
+    molds: bool,
+    events: &[SimEvent],
+) -> Result<(), TestCaseError> {
+    let by_id: HashMap<i64, &Molding> = jobs.iter().map(|(j, m)| (j.id, m)).collect();
+    let mut used = 0u32;
+    let mut started: HashMap<i64, (i64, u32)> = HashMap::new();
+    let mut ended = 0usize;
+    let mut last = i64::MIN;
+    for e in events {
+        prop_assert!(e.time >= last, "events out of order");
+        last = e.time;
+        let m = by_id[&e.job];
+        match e.kind {
+            Ev::Submitted => {}
+            Ev::Started => {
+                prop_assert!(
+                    started.insert(e.job, (e.time, e.procs)).is_none(),
+                    "started twice"
+                );
+                if molds && m.moldable {
+                    prop_assert!(
+                        (m.n_min..=m.n_max).contains(&e.procs),
+                        "job {} given {} outside [{}, {}]",
+                        e.job,
+                        e.procs,
+                        m.n_min,
+                        m.n_max
+                    );
+                } else {
+                    prop_assert_eq!(e.procs, m.n_opt, "job {} is rigid here", e.job);
+                }
+                prop_assert_eq!(e.requested, m.runtime(e.procs));
+                used += e.procs;
+                prop_assert!(
+                    used <= machine,
+                    "over-allocated at {}: {used} > {machine}",
+                    e.time
+                );
+            }
+            Ev::Ended { how } => {
+                prop_assert_eq!(how, EndKind::Completed);
+                let (s, p) = started[&e.job];
+                prop_assert_eq!(p, e.procs);
+                prop_assert_eq!(
+                    e.time - s,
+                    m.runtime(p),
+                    "job {} ran its curve's time",
+                    e.job
+                );
+                used -= p;
+                ended += 1;
+            }
+        }
+    }
+    prop_assert_eq!(started.len(), jobs.len(), "every job starts");
+    prop_assert_eq!(ended, jobs.len(), "every job ends once");
+    Ok(())
+}
+
+fn run_mold(
+    policy: Policy,
+    machine: u32,
+    jobs: &[(SimJob, Molding)],
+    stepped: Option<&[i64]>,
+) -> Vec<SimEvent> {
+    let mut sim = Simulator::new(SimConfig::new(machine, policy), 0);
+    sim.set_forecast(flat_forecast(3.0));
+    let mut ev = Vec::new();
+    match stepped {
+        None => {
+            for (j, m) in jobs {
+                sim.submit_moldable(j.clone(), *m).unwrap();
+            }
+        }
+        Some(steps) => {
+            // Submit lazily and advance in arbitrary steps.
+            let mut i = 0;
+            let mut t = 0;
+            for s in steps {
+                t += s;
+                while i < jobs.len() && jobs[i].0.submit <= t + 1 {
+                    if jobs[i].0.submit > sim.now() {
+                        sim.advance_to(jobs[i].0.submit - 1, &mut ev);
+                    }
+                    sim.submit_moldable(jobs[i].0.clone(), jobs[i].1).unwrap();
+                    i += 1;
+                }
+                sim.advance_to(t, &mut ev);
+            }
+            for (j, m) in &jobs[i..] {
+                if j.submit > sim.now() {
+                    sim.advance_to(j.submit - 1, &mut ev);
+                }
+                sim.submit_moldable(j.clone(), *m).unwrap();
+            }
+        }
+    }
+    sim.run_to_completion(&mut ev);
+    ev
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// The simulator's invariants under every moldable-job policy, and the same
+    /// events whether the run is stepped or whole.
+    #[test]
+    fn molding_policies_keep_the_invariants(
+        machine in 1u32..24,
+        jobs in mold_workload(30, 24),
+        steps in prop::collection::vec(0i64..900, 1..40),
+    ) {
+        // Fitted to this machine.
+        let jobs: Vec<(SimJob, Molding)> = jobs
+            .into_iter()
+            .map(|(j, m)| {
+                let m = Molding::simple(m.n_opt.min(machine), m.runtime_opt, machine, m.moldable);
+                (m.job(j.id, j.submit), m)
+            })
+            .collect();
+        for policy in mold_policies() {
+            let molds = matches!(policy, Policy::CirneBerman | Policy::ScojoP(_));
+            let whole = run_mold(policy, machine, &jobs, None);
+            check_mold_events(&jobs, machine, molds, &whole)?;
+            let stepped = run_mold(policy, machine, &jobs, Some(&steps));
+            prop_assert_eq!(&whole, &stepped, "{}", policy);
+        }
+    }
+}
+
+fn lublin_run(
+    dir: &std::path::Path,
+    name: &str,
+    policy: &str,
+    extra: &[&str],
+) -> (serde_json::Value, Vec<u8>) {
+    let out = dir.join(name);
+    let o = qbets()
+        .args([
+            "simulate",
+            "--model",
+            "lublin",
+            "--processors",
+            "64",
+            "--policy",
+            policy,
+        ])
+        .args(["--jobs", "400", "--seed", "3", "--json", "--out"])
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{policy}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    (v, std::fs::read(out).unwrap())
+}
+
+/// `qbets simulate --model lublin` under the traditional baseline, Cirne–Berman and
+/// SCOJO-P: the paper's metrics (5% cut, per class, adaptations, scaling) and an SWF
+/// schedule whose sizes respect each job's bounds; the same seed gives the same bytes.
+#[test]
+fn simulate_lublin_reports_the_papers_metrics_and_writes_the_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    for policy in ["easy", "cirne-berman", "scojo-p", "scojo-p:nonpredictive"] {
+        let (v, swf_bytes) = lublin_run(dir.path(), "a.swf", policy, &[]);
+        assert_eq!(v["policy"], policy);
+        assert_eq!(v["workload"]["model"], "lublin");
+        assert_eq!(v["workload"]["alpha"], 10.2303);
+        let m = &v["measured"];
+        // 5% of 400 cut at each end.
+        assert_eq!(
+            (
+                m["jobs"].as_u64(),
+                m["cut_each"].as_u64(),
+                m["measured"].as_u64()
+            ),
+            (Some(400), Some(20), Some(360))
+        );
+        let by_class: u64 = ["short", "medium", "long"]
+            .iter()
+            .map(|c| m[c]["jobs"].as_u64().unwrap())
+            .sum();
+        assert_eq!(by_class, 360);
+        let u = m["utilization"].as_f64().unwrap();
+        assert!(u > 0.0 && u <= 1.0, "{policy}: utilization {u}");
+        let (shrunk, expanded) = (
+            m["overall"]["shrunk"].as_u64().unwrap(),
+            m["overall"]["expanded"].as_u64().unwrap(),
+        );
+        if policy == "easy" {
+            assert_eq!(
+                (shrunk, expanded),
+                (0, 0),
+                "the traditional baseline runs every job at N_opt"
+            );
+            assert_eq!(m["overall"]["mean_scaling"], 1.0);
+        } else {
+            assert!(shrunk + expanded > 0, "{policy} molds some job");
+        }
+        assert_eq!(
+            v["workload"]["forecast_workloads"],
+            if policy == "scojo-p" { 4 } else { 0 }
+        );
+        let t = swf::SwfTrace::read(&swf_bytes[..]).unwrap();
+        assert!(t.bad.is_empty());
+        assert_eq!(t.records.len(), 400);
+        assert_eq!(t.header.max_procs, Some(64));
+        assert_eq!(t.header.queue_name(3), Some("long"));
+        for r in &t.records {
+            // Field 8 is N_opt, field 5 what the job was given.
+            let (n_opt, given) = (r.req_procs, r.alloc_procs);
+            let (lo, hi) = ((n_opt + 1) / 2, (2 * n_opt).min(64));
+            if policy == "easy" {
+                assert_eq!(given, n_opt);
+            } else {
+                assert!(
+                    (lo..=hi).contains(&given),
+                    "{policy}: job {} given {given} of N_opt {n_opt}",
+                    r.job
+                );
+            }
+            assert_eq!(r.run, r.req_time, "exact run times");
+            assert!((1..=3).contains(&r.queue));
+        }
+    }
+    let (_, a) = lublin_run(dir.path(), "a.swf", "cirne-berman", &[]);
+    let (_, b) = lublin_run(dir.path(), "b.swf", "cirne-berman", &[]);
+    assert_eq!(a, b, "same seed, same schedule");
+    let (_, c) = lublin_run(
+        dir.path(),
+        "c.swf",
+        "cirne-berman",
+        &["--lublin-alpha", "9.83"],
+    );
+    assert_ne!(a, c, "W2's alpha changes the arrivals");
+    // 80% moldable, Downey's curves: still bounded, some jobs rigid.
+    let (v, _) = lublin_run(
+        dir.path(),
+        "d.swf",
+        "scojo-p",
+        &["--speedup", "downey", "--moldable", "0.8"],
+    );
+    assert_eq!(v["workload"]["speedup"], "downey");
+    assert_eq!(v["workload"]["moldable_fraction"], 0.8);
+}
+
+#[test]
+fn simulate_refuses_molding_without_moldable_jobs() {
+    let run = |args: &[&str]| {
+        let o = qbets()
+            .arg("simulate")
+            .args(args)
+            .args(["--out", "/dev/null"])
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let cirne = ["--processors", "64", "--model", "cirne", "--jobs", "10"];
+    for p in ["scojo-p", "cirne-berman"] {
+        let e = run(&[&["--policy", p][..], &cirne[..]].concat());
+        assert!(e.contains("only --model lublin generates"), "{e}");
+    }
+    let e = run(&[
+        &["--policy", "easy", "--lublin-alpha", "9.83"][..],
+        &cirne[..],
+    ]
+    .concat());
+    assert!(
+        e.contains("--lublin-alpha is a setting of the Lublin model"),
+        "{e}"
+    );
+    let lublin = ["--processors", "64", "--model", "lublin", "--jobs", "10"];
+    let e = run(&[&["--policy", "conservative"][..], &lublin[..]].concat());
+    assert!(e.contains("cannot schedule --model lublin"), "{e}");
+    let e = run(&[&["--policy", "easy", "--priority", "1=0"][..], &lublin[..]].concat());
+    assert!(
+        e.contains("--priority does not go with --model lublin"),
+        "{e}"
+    );
+    let e = run(&[&["--policy", "easy", "--moldable", "1.5"][..], &lublin[..]].concat());
+    assert!(
+        e.contains("invalid value '1.5' for '--moldable") && e.contains("from 0 to 1"),
+        "{e}"
+    );
+    let e = run(&[&["--policy", "scojo-p:ideal=3"][..], &lublin[..]].concat());
+    assert!(e.contains("scojo-p ideal load"), "{e}");
+    let e = run(&["--policy", "easy", "--model", "lublin", "--jobs", "10"]);
+    assert!(e.contains("--processors is required"), "{e}");
+}
+
+/// A whole moldable run through `run_moldable_jobs`: outcomes carry the size each job
+/// was given, so utilization and the paper's metrics count what ran.
+#[test]
+fn moldable_outcomes_record_the_size_given() {
+    let jobs: Vec<(SimJob, Molding)> = qbets::sim::lublin::LublinModel::new(32, 5)
+        .take(300)
+        .map(|j| {
+            let m = Molding::simple(j.procs, j.runtime, 32, true);
+            (m.job(j.id, j.submit), m)
+        })
+        .collect();
+    let moldings: HashMap<i64, Molding> = jobs.iter().map(|(j, m)| (j.id, *m)).collect();
+    let policy = Policy::ScojoP(ScojoPolicy::default());
+    let r = run_moldable_jobs(
+        SimConfig::new(32, policy),
+        0,
+        jobs.clone(),
+        Some(flat_forecast(1.0)),
+        |_| {},
+    );
+    assert!(r.refused.is_empty());
+    assert_eq!(r.outcomes.len(), 300);
+    let mut molded = 0;
+    for o in &r.outcomes {
+        let m = moldings[&o.job.id];
+        assert!((m.n_min..=m.n_max).contains(&o.job.procs));
+        assert_eq!(o.run(), m.runtime(o.job.procs));
+        molded += usize::from(o.job.procs != m.n_opt);
+    }
+    assert!(molded > 0);
+    let mm = qbets::sim::mold_metrics::mold_metrics(&r.outcomes, &moldings, 32);
+    assert_eq!(mm.measured, 300 - 2 * 15);
+    assert_eq!(
+        mm.short.jobs + mm.medium.jobs + mm.long.jobs,
+        mm.overall.jobs
+    );
+    assert!(RunClass::ALL.iter().all(|&c| mm.class(c).jobs > 0));
+}
+
 /// `qbets simulate --timeshare`: a trace on the time-shared machine under each
 /// algorithm, written back as SWF in the trace's seconds; the same seed gives the same
 /// bytes; FCS reports its classes; what does not apply is refused.
