@@ -9,10 +9,11 @@
 //! **Admission** (§4.3.3, §4.4.4) happens at heartbeats only (the machine manager
 //! sleeps between them, §5.2.1): waiting jobs in arrival order, first fit of N
 //! contiguous free PEs in the lowest row that has them (the thesis's buddy-tree
-//! allocator's placement is not described; fcs.md §1). Local scheduling and ICS have no
-//! slots: a job needs N contiguous PEs each with fewer than MPL processes (the program
-//! launchers of §4.3.5: "any PL in local scheduling"). A started job launches for the
-//! constant launch overhead (it holds its cells, uses no CPU), then runs.
+//! allocator's placement is not described; fcs.md §1). ICS is placed so too, though it
+//! has no heartbeats; local scheduling only needs N contiguous PEs each with fewer than
+//! MPL processes (the program launchers of §4.3.5: "any PL in local scheduling"). A
+//! started job launches for the constant launch overhead (it holds its cells, uses no
+//! CPU), then runs.
 //!
 //! **Shares.** On each PE the running processes are put in priority tiers; a tier
 //! shares what the tiers above left, processor-sharing style: a process that wants the
@@ -478,7 +479,7 @@ impl TimeShareSim {
     fn find_cells(&self, n: usize) -> Option<Vec<(usize, usize)>> {
         let pes = self.p.processors as usize;
         let rows = self.p.mpl as usize;
-        if self.p.algorithm.has_slots() {
+        if self.p.algorithm.row_bound() {
             // All in one row (the matrix's one-to-one mapping, §2.2).
             for row in 0..rows {
                 let mut run = 0;
@@ -495,7 +496,7 @@ impl TimeShareSim {
             }
             None
         } else {
-            // Any free cell on each PE: no slots, at most MPL processes per PE.
+            // Local scheduling: any free cell on each PE, at most MPL per PE.
             let free_row = |pe: usize| (0..rows).find(|&r| self.cell(r, pe).is_none());
             let mut run = 0;
             for pe in 0..pes {

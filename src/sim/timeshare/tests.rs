@@ -568,7 +568,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     /// At every step: no cell holds two processes, no PE more than MPL, a job's
-    /// processes on distinct PEs (in one row where there are slots), no PE more than
+    /// processes on distinct PEs (in one row but under local scheduling), no PE more than
     /// fully used. At the end: every job left exactly once, never before it arrived,
     /// never faster than alone on a dedicated partition; strict FCFS admission starts
     /// jobs in arrival order.
@@ -609,7 +609,7 @@ proptest! {
                 pes_of.sort_unstable();
                 pes_of.dedup();
                 prop_assert_eq!(pes_of.len(), n, "job {} twice on a PE", id);
-                if alg.has_slots() {
+                if alg.row_bound() {
                     prop_assert!(cs.iter().all(|c| c.0 == cs[0].0), "job {} over rows", id);
                 }
             }
