@@ -376,7 +376,7 @@ fn scale_to_load(jobs: &mut [SimJob], processors: u32, target: Option<f64>) -> R
         return Ok(String::new());
     };
     let load0 = offered_load(jobs, processors);
-    if !(load0 > 0.0) {
+    if load0.is_nan() || load0 <= 0.0 {
         bail!("--offered-load {target}: the workload has no work to scale (offered load 0)");
     }
     let f = load0 / target;

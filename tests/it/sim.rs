@@ -1328,36 +1328,38 @@ fn simulate_timeshare_end_to_end() {
     let read = |p: &std::path::Path| std::fs::read(p).unwrap();
     assert_eq!(read(&a), read(&b));
     assert_ne!(read(&a), read(&c));
-    // The model, with its arrivals scaled to an offered load.
-    let (json, _) = {
+    // The models, with their arrivals scaled to an offered load (the thesis's §4.6
+    // workload is Lublin's model at 0.75 on 32 PEs).
+    for model in ["cirne", "lublin"] {
         let out = dir.path().join("m.swf");
         let o = qbets()
             .args([
                 "simulate",
                 "--timeshare",
-                "gs",
+                "fcs",
                 "--model",
-                "cirne",
+                model,
                 "--processors",
                 "32",
             ])
-            .args(["--jobs", "100", "--offered-load", "0.5", "--json", "--out"])
+            .args(["--jobs", "100", "--offered-load", "0.75", "--json", "--out"])
             .arg(&out)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let t = swf::read_file(&out).unwrap();
         assert!(
-            t.header.comments.iter().any(|c| c.contains("-> 0.500")),
+            t.header
+                .comments
+                .iter()
+                .any(|c| c.contains(&format!("model {model}")) && c.contains("-> 0.750")),
             "{:?}",
             t.header.comments
         );
-        (
-            serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(),
-            (),
-        )
-    };
-    assert_eq!(json["all"]["jobs"], 100);
+        assert_eq!(t.records.len(), 100);
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(json["all"]["jobs"], 100);
+    }
 }
 
 #[test]
@@ -1437,6 +1439,36 @@ fn simulate_timeshare_refuses_what_does_not_apply() {
         &["--timeshare", "nope"],
         2,
         "possible values: gs, fcs, ics, local, fcfs",
+    );
+    // The Lublin model's moldable jobs are not for the time-shared machine; its flags
+    // need the model.
+    let lublin = [
+        "simulate",
+        "--processors",
+        "32",
+        "--model",
+        "lublin",
+        "--jobs",
+        "10",
+    ];
+    let o = qbets()
+        .args(lublin)
+        .args([
+            "--out",
+            "/dev/null",
+            "--timeshare",
+            "gs",
+            "--speedup",
+            "downey",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the time-shared machine runs rigid ones"));
+    refused(
+        &["--timeshare", "gs", "--lublin-alpha", "9.83"],
+        1,
+        "--lublin-alpha is a setting of the Lublin model",
     );
     // A model's arrivals are scaled to an offered load only on the time-shared machine.
     refused(

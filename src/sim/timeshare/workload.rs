@@ -69,6 +69,9 @@ pub enum Skip {
     TooLarge,
 }
 
+/// The jobs that will run, and the workload's jobs left out with the reason.
+pub type Converted = (Vec<TsJob>, Vec<(i64, Skip)>);
+
 /// Stream of the per-job draws in the ChaCha generator seeded with the run's seed, so
 /// that they do not reuse the numbers a workload model drew from the same seed.
 const DRAW_STREAM: u64 = 0xFC5_2001;
@@ -84,7 +87,7 @@ pub fn from_sim_jobs(
     compression: f64,
     draws: &WorkloadDraws,
     seed: u64,
-) -> Result<(Vec<TsJob>, Vec<(i64, Skip)>), String> {
+) -> Result<Converted, String> {
     draws.validate()?;
     if !(compression.is_finite() && compression > 0.0) {
         return Err(format!("compression: must be above 0, got {compression}"));
