@@ -40,8 +40,9 @@ const MAX_MODEL_JOBS: u64 = 10_000_000;
 pub struct Args {
     /// Scheduling policy: fcfs, easy, conservative, los, los:C or los:C:VARIANT
     /// (VARIANT: bypassed-first, selected-first, maxjobs, max-slowdown); for moldable
-    /// jobs (--model lublin) also cirne-berman and scojo-p[:nonpredictive]
-    /// [:arrival-aware][:ideal=X] (there easy is the paper's traditional baseline).
+    /// jobs (--model lublin) also cirne-berman and scojo-p, optionally followed by
+    /// :nonpredictive, :arrival-aware, :ideal=X (there easy is the paper's traditional
+    /// baseline).
     #[arg(long, value_parser = Policy::parse, required_unless_present_any = ["experiment", "ts_algorithm"])]
     pub policy: Option<Policy>,
     /// Processors of the simulated machine (default for a trace: its MaxProcs header).
