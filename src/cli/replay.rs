@@ -206,6 +206,7 @@ pub fn run(args: Args) -> Result<()> {
         config.recluster_every = v;
     }
     if let Some(a) = args.attribute {
+        // Experiments (issue 21): QBETS_EXP env selects variants.
         config.attribute = a;
     }
     // A setting out of range is named by the flag that set it.
@@ -387,6 +388,7 @@ fn split_queues(trace: &SwfTrace, which: Option<&str>, path: &Path) -> Result<Ve
                 submit: r.submit,
                 start: r.start(),
                 shape: shape(r),
+                user: u32::try_from(r.user).ok(),
             })
             .collect();
         QueueJobs {
