@@ -206,7 +206,6 @@ pub fn run(args: Args) -> Result<()> {
         config.recluster_every = v;
     }
     if let Some(a) = args.attribute {
-        // Experiments (issue 21): QBETS_EXP env selects variants.
         config.attribute = a;
     }
     // A setting out of range is named by the flag that set it.
