@@ -244,17 +244,21 @@ pub enum Attribute {
     OwnAhead,
     /// All jobs pending ahead at submission (measured, not the default).
     Ahead,
+    /// Nodes intervals, then walltime intervals inside each (each level by BIC): a
+    /// history that depends on the advertised walltime where the evidence says so.
+    NodesThenWalltime,
 }
 
 impl Attribute {
     /// All choices, for the comparison in EVALUATION.md.
-    pub const ALL: [Attribute; 6] = [
+    pub const ALL: [Attribute; 7] = [
         Attribute::Walltime,
         Attribute::Nodes,
         Attribute::NodeSeconds,
         Attribute::WalltimeThenNodes,
         Attribute::OwnAhead,
         Attribute::Ahead,
+        Attribute::NodesThenWalltime,
     ];
 
     /// The command-line name.
@@ -266,6 +270,7 @@ impl Attribute {
             Attribute::WalltimeThenNodes => "walltime-then-nodes",
             Attribute::OwnAhead => "own-ahead",
             Attribute::Ahead => "ahead",
+            Attribute::NodesThenWalltime => "nodes-then-walltime",
         }
     }
 
@@ -279,6 +284,7 @@ impl Attribute {
             Attribute::WalltimeThenNodes => (AttrKind::WalltimeS, Some(AttrKind::Nodes)),
             Attribute::OwnAhead => (AttrKind::OwnAhead, None),
             Attribute::Ahead => (AttrKind::Ahead, None),
+            Attribute::NodesThenWalltime => (AttrKind::Nodes, Some(AttrKind::WalltimeS)),
         }
     }
 
@@ -299,7 +305,7 @@ impl FromStr for Attribute {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         by_name(&Attribute::ALL, Attribute::name, s).ok_or_else(|| {
-            format!("unknown attribute {s:?} (expected walltime, nodes, node-seconds, walltime-then-nodes, own-ahead or ahead)")
+            format!("unknown attribute {s:?} (expected walltime, nodes, node-seconds, walltime-then-nodes, own-ahead, ahead or nodes-then-walltime)")
         })
     }
 }
