@@ -387,6 +387,7 @@ fn split_queues(trace: &SwfTrace, which: Option<&str>, path: &Path) -> Result<Ve
                 submit: r.submit,
                 start: r.start(),
                 shape: shape(r),
+                user: u32::try_from(r.user).ok(),
             })
             .collect();
         QueueJobs {

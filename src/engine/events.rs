@@ -25,6 +25,11 @@ pub struct JobRecord {
     /// time is treated as absent (such waits are dropped, qbets.md §6).
     pub start: Option<i64>,
     pub shape: JobShape,
+    /// Who submitted it, as a number the caller gives each user (SWF field 12 in a
+    /// trace; an interned user key in the service); `None` when the source does not say.
+    /// Its pending jobs ahead of a new one are that job's place in its own batch
+    /// (qbets.md §8).
+    pub user: Option<u32>,
 }
 
 impl JobRecord {
@@ -101,6 +106,7 @@ mod tests {
             submit,
             start: wait.map(|w| submit + w),
             shape: JobShape::default(),
+            user: None,
         }
     }
 

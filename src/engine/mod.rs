@@ -18,7 +18,9 @@
 pub mod avail;
 pub mod binomial;
 pub mod cluster;
+pub mod depth;
 pub mod events;
+pub mod guard;
 pub mod ostree;
 pub mod parametric;
 pub mod predictor;
@@ -34,7 +36,7 @@ use serde::{Deserialize, Serialize};
 pub use events::{Event, EventKind, JobRecord, event_stream};
 pub use predictor::{
     AttrKind, AttrRange, BoundAnswer, ClusterInfo, ClusterRange, ProbabilityAnswer, QueuePredictor,
-    QueueState, Status,
+    QueueState, QueueView, Status,
 };
 
 /// How a bound is computed from a window of waits (qbets.md §1 and §5).
@@ -108,6 +110,12 @@ pub struct Features {
     /// Pending jobs that have outlived their cluster's bound count as known exceedances
     /// in the change-point test and as right-censored waits in the window (§7, ours).
     pub censored: bool,
+    /// The queue's state at submission: a job behind its own user's pending jobs gets
+    /// the depth term of [`depth`] on top of its class's bound (§8, ours).
+    pub state: bool,
+    /// Misses as they happen: a class whose recent promises miss far more often than
+    /// the promise allows answers at a higher level ([`guard`], §8, ours).
+    pub misses: bool,
 }
 
 impl Default for Features {
@@ -118,12 +126,15 @@ impl Default for Features {
 }
 
 impl Features {
-    /// Every feature: trimming, clustering, availability inference, censored waits.
+    /// Every feature: trimming, clustering, availability inference, censored waits,
+    /// queue state and misses.
     pub const ALL: Features = Features {
         trim: true,
         cluster: true,
         avail: true,
         censored: true,
+        state: true,
+        misses: true,
     };
     /// The plain method.
     pub const NONE: Features = Features {
@@ -131,22 +142,44 @@ impl Features {
         cluster: false,
         avail: false,
         censored: false,
+        state: false,
+        misses: false,
     };
+
+    /// The names of the features, in the order `Display` lists them.
+    pub const NAMES: [&'static str; 6] = ["trim", "cluster", "avail", "censored", "state", "misses"];
+
+    fn flags(&self) -> [bool; 6] {
+        [
+            self.trim,
+            self.cluster,
+            self.avail,
+            self.censored,
+            self.state,
+            self.misses,
+        ]
+    }
+
+    fn flag_mut(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "trim" => &mut self.trim,
+            "cluster" => &mut self.cluster,
+            "avail" => &mut self.avail,
+            "censored" => &mut self.censored,
+            "state" => &mut self.state,
+            "misses" => &mut self.misses,
+            _ => return None,
+        })
+    }
 }
 
 impl fmt::Display for Features {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut on = Vec::new();
-        for (flag, name) in [
-            (self.trim, "trim"),
-            (self.cluster, "cluster"),
-            (self.avail, "avail"),
-            (self.censored, "censored"),
-        ] {
-            if flag {
-                on.push(name);
-            }
-        }
+        let on: Vec<&str> = Self::NAMES
+            .iter()
+            .zip(self.flags())
+            .filter_map(|(name, flag)| flag.then_some(*name))
+            .collect();
         if on.is_empty() {
             f.write_str("none")
         } else {
@@ -158,30 +191,28 @@ impl fmt::Display for Features {
 impl FromStr for Features {
     type Err = String;
     /// `none`, `all`, or a comma-separated list of `trim`, `cluster`, `avail`,
-    /// `censored`.
+    /// `censored`, `state`, `misses`; `all,-state` (a leading `-`) turns one off.
     fn from_str(s: &str) -> Result<Self, String> {
+        let expected = || format!("none, all, or a list of {}", Self::NAMES.join(", "));
         match s.trim() {
             "none" => return Ok(Features::NONE),
             "all" => return Ok(Features::ALL),
-            "" => {
-                return Err(
-                    "give none, all, or a list of trim, cluster, avail, censored".to_string(),
-                );
-            }
+            "" => return Err(format!("give {}", expected())),
             _ => {}
         }
         let mut f = Features::NONE;
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            match part {
-                "trim" => f.trim = true,
-                "cluster" => f.cluster = true,
-                "avail" => f.avail = true,
-                "censored" => f.censored = true,
-                other => {
-                    return Err(format!(
-                        "unknown feature {other:?} (expected none, all, or a list of trim, cluster, avail, censored)"
-                    ));
-                }
+            if part == "all" {
+                f = Features::ALL;
+                continue;
+            }
+            let (name, on) = match part.strip_prefix('-') {
+                Some(name) => (name, false),
+                None => (part, true),
+            };
+            match f.flag_mut(name) {
+                Some(flag) => *flag = on,
+                None => return Err(format!("unknown feature {name:?} (expected {})", expected())),
             }
         }
         Ok(f)
@@ -208,15 +239,26 @@ pub enum Attribute {
     NodeSeconds,
     /// Walltime intervals, then nodes intervals inside each (each level by BIC).
     WalltimeThenNodes,
+    /// The user's own jobs pending ahead at submission (qbets.md §8; measured, not the
+    /// default: EVALUATION.md, "Queue state").
+    OwnAhead,
+    /// All jobs pending ahead at submission (measured, not the default).
+    Ahead,
+    /// Nodes intervals, then walltime intervals inside each (each level by BIC): a
+    /// history that depends on the advertised walltime where the evidence says so.
+    NodesThenWalltime,
 }
 
 impl Attribute {
     /// All choices, for the comparison in EVALUATION.md.
-    pub const ALL: [Attribute; 4] = [
+    pub const ALL: [Attribute; 7] = [
         Attribute::Walltime,
         Attribute::Nodes,
         Attribute::NodeSeconds,
         Attribute::WalltimeThenNodes,
+        Attribute::OwnAhead,
+        Attribute::Ahead,
+        Attribute::NodesThenWalltime,
     ];
 
     /// The command-line name.
@@ -226,7 +268,30 @@ impl Attribute {
             Attribute::Nodes => "nodes",
             Attribute::NodeSeconds => "node-seconds",
             Attribute::WalltimeThenNodes => "walltime-then-nodes",
+            Attribute::OwnAhead => "own-ahead",
+            Attribute::Ahead => "ahead",
+            Attribute::NodesThenWalltime => "nodes-then-walltime",
         }
+    }
+
+    /// The attribute of each clustering level: the first, and the one inside each of
+    /// its intervals for two-level clustering.
+    pub fn levels(self) -> (AttrKind, Option<AttrKind>) {
+        match self {
+            Attribute::Walltime => (AttrKind::WalltimeS, None),
+            Attribute::Nodes => (AttrKind::Nodes, None),
+            Attribute::NodeSeconds => (AttrKind::NodeSeconds, None),
+            Attribute::WalltimeThenNodes => (AttrKind::WalltimeS, Some(AttrKind::Nodes)),
+            Attribute::OwnAhead => (AttrKind::OwnAhead, None),
+            Attribute::Ahead => (AttrKind::Ahead, None),
+            Attribute::NodesThenWalltime => (AttrKind::Nodes, Some(AttrKind::WalltimeS)),
+        }
+    }
+
+    /// Whether jobs are clustered by what the queue held when they were submitted.
+    pub fn reads_queue(self) -> bool {
+        let (a, b) = self.levels();
+        a.reads_queue() || b.is_some_and(AttrKind::reads_queue)
     }
 }
 
@@ -240,7 +305,7 @@ impl FromStr for Attribute {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         by_name(&Attribute::ALL, Attribute::name, s).ok_or_else(|| {
-            format!("unknown attribute {s:?} (expected walltime, nodes, node-seconds or walltime-then-nodes)")
+            format!("unknown attribute {s:?} (expected walltime, nodes, node-seconds, walltime-then-nodes, own-ahead, ahead or nodes-then-walltime)")
         })
     }
 }
@@ -515,6 +580,10 @@ mod tests {
         assert!(f.trim && f.avail && !f.cluster);
         assert_eq!(f.to_string(), "trim,avail");
         assert!("trim,colour".parse::<Features>().is_err());
+        let f: Features = "all,-state".parse().unwrap();
+        assert!(f.misses && f.censored && !f.state);
+        assert_eq!(f.to_string(), "trim,cluster,avail,censored,misses");
+        assert_eq!(Features::ALL.to_string(), "trim,cluster,avail,censored,state,misses");
         assert!(
             " ".parse::<Features>().is_err(),
             "an empty list is not none"

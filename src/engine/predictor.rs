@@ -7,6 +7,11 @@
 //! recent observations are stored (up to `history_cap`) and re-clustered every
 //! `recluster_every` observations; each cluster keeps its own trimmed window.
 //!
+//! With `state` on (qbets.md §8) each job's user counts: a job behind its own user's
+//! pending jobs gets the depth term of [`super::depth`]; with `misses` on every job's
+//! promise is followed until it is kept or missed ([`super::guard`]). Both need the
+//! pending jobs, as `censored` does.
+//!
 //! With `censored` on (qbets.md §7) pending jobs are known too: an arrival joins the
 //! pending set and a start (or a departure without start) leaves it, each in
 //! O(log n), and [`QueuePredictor::advance`] brings the predictor to an instant: every pending
@@ -16,16 +21,18 @@
 //!
 //! May import: std, serde and the engine's own modules.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use super::avail::Availability;
-use super::binomial::{min_history, valid_level};
+use super::binomial::{min_history, upper_rank, valid_level};
 use super::cluster::{self, Interval};
+use super::depth::{self, Depth, Evidence};
+use super::guard::Guard;
 use super::events::{Event, EventKind, JobRecord, event_stream};
 use super::series::{Series, SeriesParams};
-use super::{Attribute, AvailScope, Config, ConfigError, JobShape, Method};
+use super::{AvailScope, Config, ConfigError, JobShape, Method};
 
 /// Why an answer does or does not carry a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -60,6 +67,55 @@ pub enum AttrKind {
     Nodes,
     /// Nodes × requested walltime.
     NodeSeconds,
+    /// Jobs of the same user pending ahead when the job was submitted (its place in
+    /// its own batch; qbets.md §8).
+    OwnAhead,
+    /// Jobs pending ahead when the job was submitted, whoever submitted them.
+    Ahead,
+}
+
+impl AttrKind {
+    /// The value of this attribute for a job of `shape` that found the queue as `view`.
+    pub fn value(self, shape: JobShape, view: QueueView) -> u64 {
+        match self {
+            AttrKind::WalltimeS => shape.walltime_s,
+            AttrKind::Nodes => shape.nodes,
+            AttrKind::NodeSeconds => shape.node_seconds(),
+            AttrKind::OwnAhead => view.own_ahead,
+            AttrKind::Ahead => view.ahead,
+        }
+    }
+
+    /// Whether the attribute is read off the queue rather than the job.
+    pub fn reads_queue(self) -> bool {
+        matches!(self, AttrKind::OwnAhead | AttrKind::Ahead)
+    }
+}
+
+/// What is known about the queue when a job is submitted (qbets.md §8): the jobs
+/// pending ahead of it (submitted earlier, not yet started) and how many of them are
+/// its own user's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct QueueView {
+    pub ahead: u64,
+    pub own_ahead: u64,
+}
+
+/// What the queue's state did to an answer (qbets.md §8).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StateAnswer {
+    /// The queue as a job submitted at the answer's instant finds it.
+    pub view: QueueView,
+    /// The depth class of `view.own_ahead`: `[lo, hi]` own jobs ahead.
+    pub depth_class: (u64, u64),
+    /// Seconds per own job ahead added to the class's bound at the promise level (absent
+    /// with no own job ahead or no evidence at any depth).
+    pub per_job_s: Option<f64>,
+    /// Where that came from.
+    pub evidence: Evidence,
+    /// The level the class's bound was taken at: above the asked quantile while the
+    /// depth class's recent promises miss too often (`misses`).
+    pub level: f64,
 }
 
 /// A range of one attribute: `[lo, hi]`, `hi` absent for the open-ended top interval.
@@ -90,6 +146,9 @@ pub struct BoundAnswer {
     pub cluster: Option<ClusterRange>,
     /// Waits in that cluster's window.
     pub history: usize,
+    /// The queue's state behind the answer (with `state` or `misses` on and the queue
+    /// up).
+    pub state: Option<StateAnswer>,
     /// The time the answer speaks for (seconds, the caller's epoch).
     pub at: i64,
 }
@@ -105,6 +164,7 @@ pub struct ProbabilityAnswer {
     pub confidence: f64,
     pub cluster: Option<ClusterRange>,
     pub history: usize,
+    pub state: Option<StateAnswer>,
     pub at: i64,
 }
 
@@ -140,6 +200,11 @@ pub struct QueueState {
     pub pending: usize,
     /// Pending jobs known to have waited longer than their cluster's bound (§7).
     pub censored: usize,
+    /// Promises known missed (jobs that waited, or are still waiting, longer than the
+    /// bound they were given at submission), with `misses` on.
+    pub missed: u64,
+    /// Users with pending jobs (those with a user), with how many.
+    pub users_pending: usize,
     pub at: i64,
 }
 
@@ -160,8 +225,16 @@ type PendingKey = (i64, u64);
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     shape: JobShape,
+    user: Option<u32>,
+    /// The queue as the job found it.
+    view: QueueView,
     /// Its cluster's slot.
     slot: usize,
+    /// Its class's bound at submission at the promise level (`state`, own jobs ahead).
+    given: Option<u64>,
+    /// Its whole bound at submission at the promise level, until the outcome is known
+    /// (`misses`).
+    promised: Option<u64>,
     /// Known to exceed its cluster's bound (held in the slot's censored set).
     exceeded: bool,
 }
@@ -180,6 +253,7 @@ struct Primary {
 #[derive(Debug, Clone, Copy)]
 struct Obs {
     shape: JobShape,
+    view: QueueView,
     wait: u64,
 }
 
@@ -199,8 +273,15 @@ pub struct QueuePredictor {
     change_points: u64,
     reclusterings: u64,
     pending: BTreeMap<PendingKey, Pending>,
+    /// Pending jobs per user (users with none are not kept).
+    users: HashMap<u32, u64>,
     next_seq: u64,
     censored_now: usize,
+    /// The depth term's scores (`state`).
+    depth: Depth,
+    /// Recent outcomes of promises (`misses`), and the open promises by deadline.
+    guard: Guard,
+    deadlines: BTreeSet<(i64, PendingKey)>,
 }
 
 /// The whole attribute axis, before the first clustering.
@@ -256,8 +337,12 @@ impl QueuePredictor {
             change_points: 0,
             reclusterings: 0,
             pending: BTreeMap::new(),
+            users: HashMap::new(),
             next_seq: 0,
             censored_now: 0,
+            depth: Depth::new(min_cluster, config.window_cap),
+            guard: Guard::new(config.trim_quantile, min_cluster),
+            deadlines: BTreeSet::new(),
             config,
         })
     }
@@ -281,45 +366,130 @@ impl QueuePredictor {
     /// Applies one event of the stream (`job` is the record the event names).
     pub fn observe(&mut self, ev: &Event, job: &JobRecord) {
         match ev.kind {
-            EventKind::Arrival => self.observe_arrival(job.submit, job.shape),
+            EventKind::Arrival => self.observe_arrival_of(job.submit, job.shape, job.user),
             EventKind::Start => {
                 if let Some(start) = job.start {
-                    self.observe_start(job.submit, start, job.shape);
+                    self.observe_start_of(job.submit, start, job.shape, job.user);
                 }
             }
         }
     }
 
-    /// A job of `shape` was submitted at `at`; it is pending until it starts.
+    /// A job of `shape` was submitted at `at` by a user the caller does not name; it is
+    /// pending until it starts.
     pub fn observe_arrival(&mut self, at: i64, shape: JobShape) {
+        self.observe_arrival_of(at, shape, None);
+    }
+
+    /// A job of `shape` was submitted at `at` by `user`; it is pending until it starts.
+    pub fn observe_arrival_of(&mut self, at: i64, shape: JobShape, user: Option<u32>) {
         self.advance(at);
         if self.config.features.avail {
             self.avail.observe_arrival(at);
         }
-        if !self.config.features.censored {
-            // Pending jobs only matter to censored waits; the plain path stays lean.
+        if !self.tracks_pending() {
+            // Pending jobs matter only to the features that read them; the plain path
+            // stays lean.
             return;
         }
+        let view = self.view(user);
         let key = (at, self.next_seq);
         self.next_seq += 1;
-        let slot = self.slot_of(shape);
+        let slot = self.slot_of(shape, view);
+        let (q0, c0) = self.promise_level();
+        let given = (self.config.features.state && view.own_ahead > 0 && self.is_up(at))
+            .then(|| self.slots[slot].series.upper_at(q0, c0, at).map(seconds))
+            .flatten();
+        let promised = self
+            .config
+            .features
+            .misses
+            .then(|| self.bound_for(at, shape, user, q0, c0).bound_s)
+            .flatten();
+        if let Some(b) = promised {
+            self.deadlines.insert((deadline(at, b), key));
+        }
         self.pending.insert(
             key,
             Pending {
                 shape,
+                user,
+                view,
                 slot,
+                given,
+                promised,
                 exceeded: false,
             },
         );
-        self.slots[slot].waiting.insert(key);
+        if let Some(u) = user {
+            *self.users.entry(u).or_insert(0) += 1;
+        }
+        if self.config.features.censored {
+            self.slots[slot].waiting.insert(key);
+        }
+    }
+
+    /// Whether pending jobs are tracked: for the features that read them.
+    fn tracks_pending(&self) -> bool {
+        let f = self.config.features;
+        f.censored || f.state || f.misses || self.config.attribute.reads_queue()
+    }
+
+    /// The level every job's bound is recorded at when it is submitted: its promise
+    /// (the change-point test's levels, 0.95/0.95).
+    fn promise_level(&self) -> (f64, f64) {
+        (self.config.trim_quantile, self.config.trim_confidence)
+    }
+
+    fn is_up(&self, now: i64) -> bool {
+        !(self.config.features.avail && self.avail.down_since(now).is_some())
+    }
+
+    /// The queue as a job of `user` submitted now finds it (`user` `None`: a user with
+    /// no job pending here). Pending jobs are known only with a feature that tracks
+    /// them; otherwise the view is empty.
+    pub fn view(&self, user: Option<u32>) -> QueueView {
+        QueueView {
+            ahead: self.pending.len() as u64,
+            own_ahead: user
+                .and_then(|u| self.users.get(&u).copied())
+                .unwrap_or(0),
+        }
+    }
+
+    /// Users with pending jobs and how many each has, most first (ties by user).
+    pub fn users_pending(&self) -> Vec<(u32, u64)> {
+        let mut v: Vec<(u32, u64)> = self.users.iter().map(|(&u, &n)| (u, n)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
     }
 
     /// A job submitted at `submit` started at `start`: it leaves the pending set and its
     /// wait (start − submit; a negative wait is ignored) enters its cluster's history,
     /// unless availability inference finds that it waited through a maybe-down period.
     pub fn observe_start(&mut self, submit: i64, start: i64, shape: JobShape) {
+        self.observe_start_of(submit, start, shape, None);
+    }
+
+    /// [`QueuePredictor::observe_start`] of a job of `user`.
+    pub fn observe_start_of(
+        &mut self,
+        submit: i64,
+        start: i64,
+        shape: JobShape,
+        user: Option<u32>,
+    ) {
         self.advance(start);
-        let pending = self.take_pending(submit, shape);
+        let pending = self.take_pending(submit, shape, user);
+        if let Some(p) = pending
+            && let Some(b) = p.promised
+        {
+            // Still open at its start: a miss would have been known at its deadline.
+            let kept = u64::try_from(start - submit).is_ok_and(|w| w <= b);
+            self.guard
+                .record(depth::class_of(p.view.own_ahead), !kept);
+        }
+        let view = pending.map_or_else(QueueView::default, |p| p.view);
         if self.config.features.avail {
             self.avail.observe_release(start);
             if self.config.exclude_down_waits && self.avail.overlaps_down(submit, start) {
@@ -331,7 +501,11 @@ impl QueuePredictor {
             return;
         };
         self.observed += 1;
-        let slot = self.slot_of(shape);
+        match pending.and_then(|p| p.given.map(|g| (p.view.own_ahead, g))) {
+            Some((k, given)) => self.depth.observe(k, given, wait),
+            None => self.depth.observe_wait(wait),
+        }
+        let slot = self.slot_of(shape, view);
         if pending.is_some_and(|p| p.exceeded) {
             // Counted in the change-point test when it outlived the bound.
             self.slots[slot].series.observe_counted(wait);
@@ -339,7 +513,7 @@ impl QueuePredictor {
             self.change_points += u64::from(self.slots[slot].series.observe(wait));
         }
         if self.config.features.cluster {
-            self.history.push_back(Obs { shape, wait });
+            self.history.push_back(Obs { shape, view, wait });
             if self.history.len() > self.config.history_cap {
                 self.history.pop_front();
             }
@@ -353,8 +527,19 @@ impl QueuePredictor {
     /// A job submitted at `submit` left the queue at `at` without starting (cancelled
     /// while pending): it is no longer pending and no wait is learnt.
     pub fn observe_departure(&mut self, submit: i64, at: i64, shape: JobShape) {
+        self.observe_departure_of(submit, at, shape, None);
+    }
+
+    /// [`QueuePredictor::observe_departure`] of a job of `user`.
+    pub fn observe_departure_of(
+        &mut self,
+        submit: i64,
+        at: i64,
+        shape: JobShape,
+        user: Option<u32>,
+    ) {
         self.advance(at);
-        self.take_pending(submit, shape);
+        self.take_pending(submit, shape, user);
     }
 
     /// A job of another queue of the same machine arrived at `at`. Counted by
@@ -378,6 +563,17 @@ impl QueuePredictor {
     /// a known exceedance, oldest first, and may complete a change point. Idempotent
     /// for a given `now`; a no-op without `censored`.
     pub fn advance(&mut self, now: i64) {
+        // Promises outlived by now are misses, known before their jobs start.
+        while let Some(&(due, key)) = self.deadlines.first() {
+            if due >= now {
+                break;
+            }
+            self.deadlines.pop_first();
+            if let Some(p) = self.pending.get_mut(&key) {
+                p.promised = None;
+                self.guard.record(depth::class_of(p.view.own_ahead), true);
+            }
+        }
         if !self.config.features.censored {
             return;
         }
@@ -403,15 +599,31 @@ impl QueuePredictor {
         }
     }
 
-    /// Removes the pending job `(submit, shape)` (any one of identical ones) from the
-    /// pending set and its cluster.
-    fn take_pending(&mut self, submit: i64, shape: JobShape) -> Option<Pending> {
+    /// Removes the pending job `(submit, shape, user)` (the first arrived of identical
+    /// ones) from the pending set, its user's count, its cluster and the open promises.
+    fn take_pending(
+        &mut self,
+        submit: i64,
+        shape: JobShape,
+        user: Option<u32>,
+    ) -> Option<Pending> {
         let key = self
             .pending
             .range((submit, 0)..=(submit, u64::MAX))
-            .find(|(_, p)| p.shape == shape)
+            .find(|(_, p)| p.shape == shape && p.user == user)
             .map(|(k, _)| *k)?;
         let p = self.pending.remove(&key)?;
+        if let Some(b) = p.promised {
+            self.deadlines.remove(&(deadline(key.0, b), key));
+        }
+        if let Some(u) = p.user
+            && let Some(n) = self.users.get_mut(&u)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.users.remove(&u);
+            }
+        }
         let slot = &mut self.slots[p.slot];
         if p.exceeded {
             slot.series.forget_censored(submit);
@@ -422,27 +634,27 @@ impl QueuePredictor {
         Some(p)
     }
 
-    fn primary_value(&self, shape: JobShape) -> u64 {
-        match self.config.attribute {
-            Attribute::Walltime | Attribute::WalltimeThenNodes => shape.walltime_s,
-            Attribute::Nodes => shape.nodes,
-            Attribute::NodeSeconds => shape.node_seconds(),
-        }
+    fn primary_value(&self, shape: JobShape, view: QueueView) -> u64 {
+        self.config.attribute.levels().0.value(shape, view)
+    }
+
+    fn secondary_value(&self, shape: JobShape, view: QueueView) -> u64 {
+        self.config
+            .attribute
+            .levels()
+            .1
+            .map_or(0, |a| a.value(shape, view))
     }
 
     fn primary_name(&self) -> AttrKind {
-        match self.config.attribute {
-            Attribute::Walltime | Attribute::WalltimeThenNodes => AttrKind::WalltimeS,
-            Attribute::Nodes => AttrKind::Nodes,
-            Attribute::NodeSeconds => AttrKind::NodeSeconds,
-        }
+        self.config.attribute.levels().0
     }
 
-    fn slot_of(&self, shape: JobShape) -> usize {
+    fn slot_of(&self, shape: JobShape, view: QueueView) -> usize {
         let p = if self.primaries.len() == 1 {
             0
         } else {
-            let v = self.primary_value(shape);
+            let v = self.primary_value(shape, view);
             self.primaries
                 .partition_point(|pr| pr.interval.lo <= v)
                 .saturating_sub(1)
@@ -451,7 +663,7 @@ impl QueuePredictor {
         if pr.secondary.is_empty() {
             pr.first_slot
         } else {
-            pr.first_slot + cluster::assign(&pr.secondary, shape.nodes)
+            pr.first_slot + cluster::assign(&pr.secondary, self.secondary_value(shape, view))
         }
     }
 
@@ -464,14 +676,14 @@ impl QueuePredictor {
         let primary: Vec<Interval> = cluster::cluster(
             self.history
                 .iter()
-                .map(|o| (self.primary_value(o.shape), o.wait)),
+                .map(|o| (self.primary_value(o.shape, o.view), o.wait)),
             self.min_cluster,
             self.config.k_max,
         );
         if primary.is_empty() {
             return;
         }
-        let two_level = self.config.attribute == Attribute::WalltimeThenNodes;
+        let two_level = self.config.attribute.levels().1.is_some();
         let mut primaries = Vec::with_capacity(primary.len());
         let mut layout: Vec<(Interval, Option<Interval>)> = Vec::new();
         for (i, iv) in primary.iter().enumerate() {
@@ -479,8 +691,10 @@ impl QueuePredictor {
                 let v = self
                     .history
                     .iter()
-                    .filter(|o| cluster::assign(&primary, self.primary_value(o.shape)) == i)
-                    .map(|o| (o.shape.nodes, o.wait));
+                    .filter(|o| {
+                        cluster::assign(&primary, self.primary_value(o.shape, o.view)) == i
+                    })
+                    .map(|o| (self.secondary_value(o.shape, o.view), o.wait));
                 cluster::cluster(v, self.min_cluster, self.config.k_max)
             } else {
                 Vec::new()
@@ -549,7 +763,7 @@ impl QueuePredictor {
         if rebuild.iter().any(|&r| r) {
             let mut values: Vec<Vec<u64>> = vec![Vec::new(); layout.len()];
             for o in &self.history {
-                let s = self.slot_of(o.shape);
+                let s = self.slot_of(o.shape, o.view);
                 if rebuild[s] {
                     values[s].push(o.wait);
                 }
@@ -582,7 +796,7 @@ impl QueuePredictor {
         let to: Vec<usize> = self
             .pending
             .values()
-            .map(|p| self.slot_of(p.shape))
+            .map(|p| self.slot_of(p.shape, p.view))
             .collect();
         for ((key, p), slot) in self.pending.iter_mut().zip(to) {
             p.slot = slot;
@@ -604,7 +818,7 @@ impl QueuePredictor {
             let j = secs.iter().position(|x| *x == sec)?;
             let (lo, hi) = effective(secs, j);
             Some(AttrRange {
-                attribute: AttrKind::Nodes,
+                attribute: self.config.attribute.levels().1.unwrap_or(AttrKind::Nodes),
                 lo,
                 hi,
             })
@@ -619,38 +833,116 @@ impl QueuePredictor {
         }
     }
 
-    /// The cluster range and window that answer for `shape` at `now`, or `None` while
-    /// availability inference says the queue may be down.
-    fn answering(&self, now: i64, shape: JobShape) -> Option<(ClusterRange, &Series)> {
-        if self.config.features.avail && self.avail.down_since(now).is_some() {
+    /// The slot that answers for a job of `shape` and `user` at `now`, with the queue as
+    /// it finds it, or `None` while availability inference says the queue may be down.
+    fn answering(&self, now: i64, shape: JobShape, user: Option<u32>) -> Option<(usize, QueueView)> {
+        if !self.is_up(now) {
             return None;
         }
-        let slot = self.slot_of(shape);
-        Some((self.range_of(slot), &self.slots[slot].series))
+        let view = self.view(user);
+        Some((self.slot_of(shape, view), view))
+    }
+
+    /// The level a job of depth class `class` is answered at for `quantile`: raised while
+    /// the class's recent promises miss too often (`misses`), but never past the level at
+    /// which a window of `n` values (with confidence `confidence`) still gives a bound.
+    fn level(&self, class: usize, quantile: f64, confidence: f64, n: usize) -> f64 {
+        if !self.config.features.misses {
+            return quantile;
+        }
+        let raised = self.guard.level(class, quantile);
+        if raised <= quantile {
+            return quantile;
+        }
+        // The bound exists iff 1 − q^n ≥ C; step down to a level that gives one.
+        let top = (1.0 - confidence).powf(1.0 / n.max(1) as f64);
+        let level = raised.min(top);
+        if level > quantile && upper_rank(n, level, confidence).is_some() {
+            level
+        } else {
+            quantile
+        }
     }
 
     /// Upper level-`confidence` bound on the `quantile` of the wait of a job of `shape`
-    /// submitted at `now`. Levels outside (0, 1) give `insufficient_history`.
+    /// submitted at `now` by a user with no job pending here. Levels outside (0, 1) give
+    /// `insufficient_history`.
     pub fn bound(&self, now: i64, shape: JobShape, quantile: f64, confidence: f64) -> BoundAnswer {
-        let found = self.answering(now, shape);
-        let bound = found.as_ref().and_then(|(_, series)| {
-            (valid_level(quantile) && valid_level(confidence))
-                .then(|| series.upper_at(quantile, confidence, now))
-                .flatten()
+        self.bound_for(now, shape, None, quantile, confidence)
+    }
+
+    /// [`QueuePredictor::bound`] for a job of `user`: its own pending jobs ahead of it
+    /// count (qbets.md §8).
+    pub fn bound_for(
+        &self,
+        now: i64,
+        shape: JobShape,
+        user: Option<u32>,
+        quantile: f64,
+        confidence: f64,
+    ) -> BoundAnswer {
+        let found = self.answering(now, shape, user);
+        let levels_ok = valid_level(quantile) && valid_level(confidence);
+        let mut state = None;
+        let bound = found.and_then(|(slot, view)| {
+            let series = &self.slots[slot].series;
+            let class = depth::class_of(view.own_ahead);
+            let level = if levels_ok {
+                self.level(class, quantile, confidence, series.len() + series.censored_len())
+            } else {
+                quantile
+            };
+            let mut answer = StateAnswer {
+                view,
+                depth_class: depth::class_range(class),
+                per_job_s: None,
+                evidence: Evidence::None,
+                level,
+            };
+            let base = levels_ok
+                .then(|| series.upper_at(level, confidence, now))
+                .flatten();
+            let bound = match base {
+                Some(base) if self.config.features.state && view.own_ahead > 0 => {
+                    let (q0, c0) = self.promise_level();
+                    match series.upper_at(q0, c0, now) {
+                        Some(base0) => {
+                            let (b, term) =
+                                self.depth.bound(view.own_ahead, base, base0, quantile, confidence);
+                            if let Some(t) = term {
+                                answer.per_job_s = Some(t.per_job_s);
+                                answer.evidence = t.evidence;
+                            }
+                            Some(b)
+                        }
+                        None => Some(base),
+                    }
+                }
+                other => other,
+            };
+            state = self.shows_state().then_some(answer);
+            bound
         });
         BoundAnswer {
             status: status(found.is_some(), bound.is_some()),
             bound_s: bound.map(seconds),
             quantile,
             confidence,
-            history: found.as_ref().map_or(0, |(_, s)| s.len()),
-            cluster: found.map(|(range, _)| range),
+            history: found.map_or(0, |(slot, _)| self.slots[slot].series.len()),
+            cluster: found.map(|(slot, _)| self.range_of(slot)),
+            state,
             at: now,
         }
     }
 
+    /// Whether answers carry the queue's state.
+    fn shows_state(&self) -> bool {
+        self.config.features.state || self.config.features.misses
+    }
+
     /// The probability that a job of `shape` submitted at `now` starts within
-    /// `deadline_s` seconds, at level `confidence` (qbets.md §1, the inverted QBETS).
+    /// `deadline_s` seconds, at level `confidence` (qbets.md §1, the inverted QBETS), for
+    /// a user with no job pending here.
     pub fn probability(
         &self,
         now: i64,
@@ -658,19 +950,70 @@ impl QueuePredictor {
         deadline_s: u64,
         confidence: f64,
     ) -> ProbabilityAnswer {
-        let found = self.answering(now, shape);
-        let p = found.as_ref().and_then(|(_, series)| {
-            valid_level(confidence)
-                .then(|| series.probability_within(deadline_s, confidence))
-                .flatten()
+        self.probability_for(now, shape, None, deadline_s, confidence)
+    }
+
+    /// [`QueuePredictor::probability`] for a job of `user`. It is the inverse of
+    /// [`QueuePredictor::bound_for`]: with own jobs ahead, the depth class's scores say
+    /// how likely the deadline is (the least of that and the class's own probability);
+    /// while the class's promises miss too often, the chance of missing is scaled up
+    /// as the bound's level is.
+    pub fn probability_for(
+        &self,
+        now: i64,
+        shape: JobShape,
+        user: Option<u32>,
+        deadline_s: u64,
+        confidence: f64,
+    ) -> ProbabilityAnswer {
+        let found = self.answering(now, shape, user);
+        let mut state = None;
+        let p = found.and_then(|(slot, view)| {
+            if !valid_level(confidence) {
+                return None;
+            }
+            let series = &self.slots[slot].series;
+            let class = depth::class_of(view.own_ahead);
+            let mut p = series.probability_within(deadline_s, confidence)?;
+            let mut answer = StateAnswer {
+                view,
+                depth_class: depth::class_range(class),
+                per_job_s: None,
+                evidence: Evidence::None,
+                level: 0.0,
+            };
+            if self.config.features.state && view.own_ahead > 0 {
+                let (q0, c0) = self.promise_level();
+                if let Some(base0) = series.upper_at(q0, c0, now)
+                    && let Some((pd, evidence)) =
+                        self.depth
+                            .probability(view.own_ahead, base0, deadline_s, confidence)
+                {
+                    p = p.min(pd);
+                    answer.evidence = evidence;
+                }
+            }
+            if self.config.features.misses {
+                let rho = self.guard.scale(class);
+                p = (1.0 - (1.0 - p) / rho).max(0.0);
+            }
+            let q0 = self.promise_level().0;
+            answer.level = if self.config.features.misses {
+                self.guard.level(class, q0)
+            } else {
+                q0
+            };
+            state = self.shows_state().then_some(answer);
+            Some(p)
         });
         ProbabilityAnswer {
             status: status(found.is_some(), p.is_some()),
             probability: p,
             deadline_s,
             confidence,
-            history: found.as_ref().map_or(0, |(_, s)| s.len()),
-            cluster: found.map(|(range, _)| range),
+            history: found.map_or(0, |(slot, _)| self.slots[slot].series.len()),
+            cluster: found.map(|(slot, _)| self.range_of(slot)),
+            state,
             at: now,
         }
     }
@@ -722,6 +1065,8 @@ impl QueuePredictor {
             change_points: self.change_points,
             pending: self.pending.len(),
             censored: self.censored_now,
+            missed: self.guard.misses(),
+            users_pending: self.users.len(),
             at: now,
         }
     }
@@ -749,6 +1094,11 @@ fn status(up: bool, answered: bool) -> Status {
         (true, true) => Status::Ok,
         (true, false) => Status::InsufficientHistory,
     }
+}
+
+/// When a promise of `bound` seconds made at `submit` is outlived.
+fn deadline(submit: i64, bound: u64) -> i64 {
+    submit.saturating_add(i64::try_from(bound).unwrap_or(i64::MAX))
 }
 
 /// A bound in seconds rounded up to a whole second (parametric bounds are real).
@@ -869,6 +1219,9 @@ mod tests {
                 features: Features {
                     censored,
                     avail: false,
+                    // Only censored waits track pending jobs here.
+                    state: false,
+                    misses: false,
                     ..Features::ALL
                 },
                 ..Config::default()

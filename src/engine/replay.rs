@@ -143,7 +143,13 @@ pub fn replay_on_machine(
             for (m, p) in predictors.iter_mut().enumerate() {
                 // Pending jobs that outlived their bound by now are known (§7).
                 p.advance(job.submit);
-                let a = p.bound(job.submit, job.shape, opts.quantile, opts.confidence);
+                let a = p.bound_for(
+                    job.submit,
+                    job.shape,
+                    job.user,
+                    opts.quantile,
+                    opts.confidence,
+                );
                 predictions[m][ev.job] = Prediction {
                     status: a.status,
                     bound_s: a.bound_s,
@@ -257,6 +263,7 @@ mod tests {
                         nodes: 1 + (rng.uniform() * 64.0) as u64,
                         walltime_s: wall,
                     },
+                    user: None,
                 }
             })
             .collect()

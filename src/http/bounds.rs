@@ -77,6 +77,10 @@ pub enum Attribute {
     Nodes,
     /// Nodes × requested walltime, node-seconds.
     NodeSeconds,
+    /// The asking user's own jobs pending ahead at submission.
+    OwnAhead,
+    /// All jobs pending ahead at submission.
+    Ahead,
 }
 
 /// A range of one attribute, `[lo, hi]`; `hi` is null for the open-ended top range.
@@ -106,6 +110,8 @@ fn range_view(r: AttrRange) -> RangeView {
             AttrKind::WalltimeS => Attribute::WalltimeS,
             AttrKind::Nodes => Attribute::Nodes,
             AttrKind::NodeSeconds => Attribute::NodeSeconds,
+            AttrKind::OwnAhead => Attribute::OwnAhead,
+            AttrKind::Ahead => Attribute::Ahead,
         },
         lo: r.lo,
         hi: r.hi,

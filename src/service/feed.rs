@@ -441,6 +441,7 @@ mod tests {
                     submit: t,
                     start: Some(t + burst + next(400 + 50 * (k as u64 % 6)) as i64),
                     shape: shape(k as u64),
+                    user: None,
                 }
             })
             .collect()

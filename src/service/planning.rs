@@ -104,6 +104,7 @@ pub async fn queue_oracle<S: Store>(
                 nodes: job.nodes.unwrap_or(0).max(0) as u64,
                 walltime_s: job.walltime_s.unwrap_or(0).max(0) as u64,
             },
+            user: None,
         });
     }
     let predictor = QueuePredictor::from_jobs(EngineConfig::default(), &jobs)

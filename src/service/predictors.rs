@@ -419,6 +419,7 @@ fn record_of(job: &Job, kind: SiteKind) -> Option<(JobRecord, Option<i64>)> {
         submit: job.submit_time,
         start,
         shape: shape_of(job),
+        user: None,
     };
     match (start, kind) {
         (Some(_), _) => Some((record, None)),
@@ -840,6 +841,7 @@ impl Predictors {
                     submit,
                     start: None,
                     shape,
+                    user: None,
                 });
                 ids.push(job.id);
                 moved.insert(job.job_id.clone());
@@ -900,6 +902,7 @@ impl Predictors {
                         submit,
                         start,
                         shape,
+                        user: None,
                     });
                     ids.push(job.id);
                     arrived.push(true);
