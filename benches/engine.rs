@@ -177,6 +177,7 @@ fn replay_blue(c: &mut Criterion) {
                 nodes: r.procs().unwrap_or(0) as u64,
                 walltime_s: r.requested_time().unwrap_or(0) as u64,
             },
+            user: None,
         });
     }
     let total: usize = queues.values().map(Vec::len).sum();

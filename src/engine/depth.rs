@@ -33,7 +33,8 @@
 //! 0.95/0.95). A deeper class with no evidence yet is extrapolated from the nearest
 //! shallower class that has it (the linear drain above), but never beyond the longest
 //! wait the queue has shown: past its own record a number would have no evidence at
-//! all. Without any evidence the class's bound answers alone, and the answer says so.
+//! all. Without evidence at or below its depth no number is given (a guess is not a
+//! bound), and the answer says why.
 //!
 //! May import: std, serde and the engine's own modules.
 
@@ -195,15 +196,14 @@ impl Depth {
 
     /// The bound of a job with `k ≥ 1` own jobs ahead, given its class's bound `base`
     /// at (q, c) and `base0` at the promise level.
-    pub fn bound(&self, k: u64, base: f64, base0: f64, q: f64, c: f64) -> (f64, Option<Term>) {
-        let Some(t) = self.term(k, q, c) else {
-            return (base, None);
-        };
+    /// `None` without evidence at or below its depth.
+    pub fn bound(&self, k: u64, base: f64, base0: f64, q: f64, c: f64) -> Option<(f64, Term)> {
+        let t = self.term(k, q, c)?;
         let mut b = base0 + k as f64 * t.per_job_s;
         if let Some(cap) = t.cap_s {
             b = b.min(cap as f64);
         }
-        (base.max(b), Some(t))
+        Some((base.max(b), t))
     }
 
     /// The lower level-c bound on the probability that a job with `k ≥ 1` own jobs
@@ -268,7 +268,7 @@ mod tests {
     fn the_term_scales_with_depth() {
         let mut d = Depth::new(59, 10_000);
         assert_eq!(d.term(10, 0.95, 0.95), None);
-        assert_eq!(d.bound(10, 500.0, 600.0, 0.95, 0.95), (500.0, None));
+        assert_eq!(d.bound(10, 500.0, 600.0, 0.95, 0.95), None);
         // Jobs 8–15 deep (class 4), each waiting 100 s base plus 30 s per job ahead.
         for round in 0..20 {
             for k in 8..16u64 {
@@ -278,12 +278,11 @@ mod tests {
         let t = d.term(12, 0.95, 0.95).unwrap();
         assert_eq!((t.class, t.evidence), (4, Evidence::Class));
         assert!(t.per_job_s >= 30.0 && t.per_job_s <= 31.0, "{t:?}");
-        let (b, _) = d.bound(12, 50.0, 100.0, 0.95, 0.95);
+        let (b, _) = d.bound(12, 50.0, 100.0, 0.95, 0.95).unwrap();
         assert!(b >= 100.0 + 12.0 * 30.0 && b <= 100.0 + 12.0 * 31.0, "{b}");
         // 1000 deep: class 10 has nothing; class 4 extrapolates, capped at the longest
         // wait seen (100 + 30·15 + 2).
-        let (b, t) = d.bound(1000, 50.0, 100.0, 0.95, 0.95);
-        let t = t.unwrap();
+        let (b, t) = d.bound(1000, 50.0, 100.0, 0.95, 0.95).unwrap();
         assert_eq!((t.class, t.evidence), (4, Evidence::Extrapolated));
         assert_eq!(b, d.longest() as f64);
         assert_eq!(d.longest(), 552);
@@ -305,6 +304,6 @@ mod tests {
         let t = d.term(2, 0.95, 0.95).unwrap();
         assert!(t.per_job_s <= 0.0, "{t:?}");
         // The class's own bound stands.
-        assert_eq!(d.bound(2, 1_000.0, 1_000.0, 0.95, 0.95).0, 1_000.0);
+        assert_eq!(d.bound(2, 1_000.0, 1_000.0, 0.95, 0.95).unwrap().0, 1_000.0);
     }
 }

@@ -905,14 +905,17 @@ impl QueuePredictor {
             let bound = match base {
                 Some(base) if self.config.features.state && view.own_ahead > 0 => {
                     let (q0, c0) = self.promise_level();
-                    match series.upper_at(q0, c0, now) {
-                        Some(base0) => {
-                            let (b, term) =
-                                self.depth.bound(view.own_ahead, base, base0, quantile, confidence);
-                            if let Some(t) = term {
-                                answer.per_job_s = Some(t.per_job_s);
-                                answer.evidence = t.evidence;
-                            }
+                    // Behind its own jobs with no evidence at or below its depth, the
+                    // class's bound answers alone (the state says so).
+                    match series
+                        .upper_at(q0, c0, now)
+                        .and_then(|base0| {
+                            self.depth
+                                .bound(view.own_ahead, base, base0, quantile, confidence)
+                        }) {
+                        Some((b, t)) => {
+                            answer.per_job_s = Some(t.per_job_s);
+                            answer.evidence = t.evidence;
                             Some(b)
                         }
                         None => Some(base),

@@ -34,6 +34,7 @@ fn history() -> Vec<(String, JobRecord)> {
                         nodes,
                         walltime_s: 3600,
                     },
+                    user: None,
                 },
             )
         })

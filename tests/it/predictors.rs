@@ -171,6 +171,7 @@ async fn an_imported_trace_answers_as_the_replay_does() {
                     nodes: j.nodes.map_or(0, |n| n as u64),
                     walltime_s: j.walltime_s.map_or(0, |w| w as u64),
                 },
+                user: None,
             }
         })
         .collect();
@@ -671,6 +672,7 @@ impl StoreTask for LateNews {
                 submit: j.submit_time,
                 start: j.start_time,
                 shape: qbets::service::predictors::shape_of(j),
+                user: None,
             })
             .collect();
         let r = replay(&records, &ReplayOptions::default(), &mut |_| {}).unwrap();

@@ -290,6 +290,7 @@ fn replay_final_state_matches_a_rebuilt_predictor() {
                 nodes: r.procs().unwrap_or(0) as u64,
                 walltime_s: r.requested_time().unwrap_or(0) as u64,
             },
+            user: None,
         })
         .collect();
     let r = replay(&jobs, &ReplayOptions::default(), &mut |_| {}).unwrap();
