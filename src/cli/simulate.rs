@@ -77,6 +77,12 @@ pub struct Args {
     /// ≤ 64 processors, normal ≤ 18 h, low; served in that order).
     #[arg(long, requires = "model")]
     pub demo_queues: bool,
+    /// With --model cirne, inject job arrays `MIN:MAX:FRACTION`: one user submits N
+    /// tasks of one shape at one instant, N log-uniform in [MIN, MAX], array tasks a
+    /// FRACTION of all jobs; the output's user field (SWF 12) says whose job is whose
+    /// (e.g. `10:2000:0.3`).
+    #[arg(long, requires = "model", conflicts_with = "experiment")]
+    pub arrays: Option<crate::sim::arrays::ArraySpec>,
     /// Queue priorities, e.g. `1=0,2=1,3=2`: lower ranks are served first.
     #[arg(long, conflicts_with_all = ["demo_queues", "experiment"], value_parser = parse_priorities)]
     pub priority: Option<BTreeMap<i32, i32>>,
@@ -215,6 +221,13 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(out) = &args.out {
         drop(super::output::OutputFile::create(out)?);
     }
+    if args.arrays.is_some()
+        && (args.model != Some(Model::Cirne) || args.timeshare.timeshare.is_some())
+    {
+        bail!(
+            "--arrays injects job arrays into --model cirne's workload on the space-shared machine only"
+        );
+    }
     if let Some(alg) = args.timeshare.timeshare {
         return super::simulate_timeshare::run(&args, alg);
     }
@@ -245,6 +258,7 @@ pub fn run(args: Args) -> Result<()> {
         format!("Note: simulated schedule; policy {policy}"),
     ];
     let mut priority = args.priority.clone().unwrap_or_default();
+    let mut users = std::collections::HashMap::new();
     let (processors, jobs, originals, trace) = match (&args.trace, args.model) {
         (Some(path), _) => {
             let l = load_trace(path, &args, &mut header)?;
@@ -281,7 +295,20 @@ pub fn run(args: Args) -> Result<()> {
                 args.load_scale.unwrap_or(1.0)
             ));
             header.push("UnixStartTime: 0".to_string());
-            let jobs: Vec<SimJob> = model.take(n as usize).collect();
+            let mut jobs: Vec<SimJob> = model.take(n as usize).collect();
+            if let Some(spec) = args.arrays {
+                let w = crate::sim::arrays::inject(jobs, p, spec, args.seed);
+                header.push(format!(
+                    "Note: {} job arrays ({spec}) injected, {} array tasks of {} jobs; \
+                     users 1-{} background, above them one per array",
+                    w.arrays,
+                    w.array_jobs,
+                    w.jobs.len(),
+                    crate::sim::arrays::BACKGROUND_USERS
+                ));
+                users = w.users;
+                jobs = w.jobs;
+            }
             (p, jobs, Vec::new(), None)
         }
         (None, Some(Model::Lublin)) => unreachable!("handled above"),
@@ -343,7 +370,7 @@ pub fn run(args: Args) -> Result<()> {
             result.refused[0].1
         );
     }
-    write_schedule(&out, &header, &result, &originals, trace.as_ref())?;
+    write_schedule(&out, &header, &result, &originals, trace.as_ref(), &users)?;
     let m = metrics(&result.outcomes, processors);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&m)?);
@@ -483,6 +510,7 @@ fn write_schedule(
     result: &RunResult,
     originals: &[(i64, usize)],
     trace: Option<&SwfTrace>,
+    users: &std::collections::HashMap<i64, u32>,
 ) -> Result<()> {
     let by_id: std::collections::HashMap<i64, usize> = originals.iter().copied().collect();
     let mut outcomes: Vec<_> = result.outcomes.iter().collect();
@@ -493,7 +521,11 @@ fn write_schedule(
         for o in outcomes {
             let orig: Option<&SwfRecord> =
                 trace.and_then(|t| by_id.get(&o.job.id).map(|&i| &t.records[i]));
-            writeln!(w, "{}", swf_jobs::outcome_record(o, orig))?;
+            let mut r = swf_jobs::outcome_record(o, orig);
+            if let Some(&u) = users.get(&o.job.id) {
+                r.user = i64::from(u);
+            }
+            writeln!(w, "{r}")?;
         }
         Ok(())
     })

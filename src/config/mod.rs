@@ -18,7 +18,7 @@ pub mod sources;
 
 pub use sources::{
     PbsAccountingSource, SacctSource, SgeAccountingSource, SiteConfig, SlurmRestSource,
-    SourceConfig, SwfSource,
+    SourceConfig, SwfSource, UserKeyRule,
 };
 
 /// The commented example configuration, with every default.

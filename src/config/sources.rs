@@ -29,6 +29,27 @@ pub struct SiteConfig {
     /// "slurm_rest"`); without it the site takes no managed reservations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit: Option<crate::submit::SubmitConfig>,
+    /// How the scheduler's user names are stored: `"name"` (the default) or `"hmac"`,
+    /// a keyed hash (HMAC-SHA256) under the secret in the environment variable
+    /// `user_key_secret_env` names, so that the store names nobody. Either way no
+    /// answer shows them; the engine only counts a job's own jobs pending ahead.
+    #[serde(default)]
+    pub user_key: UserKeyRule,
+    /// The environment variable holding the secret of `user_key = "hmac"` (at least 16
+    /// bytes; keep it: keys made under another secret match nobody's earlier jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_key_secret_env: Option<String>,
+}
+
+/// How user names are stored (see [`SiteConfig::user_key`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserKeyRule {
+    /// The name itself.
+    #[default]
+    Name,
+    /// A keyed hash of it.
+    Hmac,
 }
 
 /// One scheduler interface, selected by `type`.

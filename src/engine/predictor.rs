@@ -29,8 +29,8 @@ use super::avail::Availability;
 use super::binomial::{min_history, upper_rank, valid_level};
 use super::cluster::{self, Interval};
 use super::depth::{self, Depth, Evidence};
-use super::guard::Guard;
 use super::events::{Event, EventKind, JobRecord, event_stream};
+use super::guard::Guard;
 use super::series::{Series, SeriesParams};
 use super::{AvailScope, Config, ConfigError, JobShape, Method};
 
@@ -101,6 +101,11 @@ pub struct QueueView {
     pub own_ahead: u64,
 }
 
+/// Pending jobs of one user from which they count as a burst in a queue's state: the
+/// size from which a batch is a batch in the issue that brought bursts in (20 jobs of
+/// one user); it only labels what the state shows, no bound depends on it.
+pub const BURST_MIN: u64 = 20;
+
 /// What the queue's state did to an answer (qbets.md §8).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StateAnswer {
@@ -116,6 +121,22 @@ pub struct StateAnswer {
     /// The level the class's bound was taken at: above the asked quantile while the
     /// depth class's recent promises miss too often (`misses`).
     pub level: f64,
+}
+
+/// The answer for a pending job ([`QueuePredictor::remaining`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemainingAnswer {
+    pub status: Status,
+    /// How long it has waited so far.
+    pub elapsed_s: u64,
+    /// Upper bound on the rest of its wait, seconds.
+    pub bound_s: Option<u64>,
+    /// Lower bound on the probability of starting by the deadline asked.
+    pub probability: Option<f64>,
+    /// Past jobs of its cluster that had waited at least as long.
+    pub history: usize,
+    pub cluster: Option<ClusterRange>,
+    pub at: i64,
 }
 
 /// A range of one attribute: `[lo, hi]`, `hi` absent for the open-ended top interval.
@@ -205,6 +226,9 @@ pub struct QueueState {
     pub missed: u64,
     /// Users with pending jobs (those with a user), with how many.
     pub users_pending: usize,
+    /// The pending counts of users with a burst pending (at least [`BURST_MIN`] jobs),
+    /// largest first; who they are is not said.
+    pub bursts: Vec<u64>,
     pub at: i64,
 }
 
@@ -451,9 +475,7 @@ impl QueuePredictor {
     pub fn view(&self, user: Option<u32>) -> QueueView {
         QueueView {
             ahead: self.pending.len() as u64,
-            own_ahead: user
-                .and_then(|u| self.users.get(&u).copied())
-                .unwrap_or(0),
+            own_ahead: user.and_then(|u| self.users.get(&u).copied()).unwrap_or(0),
         }
     }
 
@@ -486,8 +508,7 @@ impl QueuePredictor {
         {
             // Still open at its start: a miss would have been known at its deadline.
             let kept = u64::try_from(start - submit).is_ok_and(|w| w <= b);
-            self.guard
-                .record(depth::class_of(p.view.own_ahead), !kept);
+            self.guard.record(depth::class_of(p.view.own_ahead), !kept);
         }
         let view = pending.map_or_else(QueueView::default, |p| p.view);
         if self.config.features.avail {
@@ -601,12 +622,7 @@ impl QueuePredictor {
 
     /// Removes the pending job `(submit, shape, user)` (the first arrived of identical
     /// ones) from the pending set, its user's count, its cluster and the open promises.
-    fn take_pending(
-        &mut self,
-        submit: i64,
-        shape: JobShape,
-        user: Option<u32>,
-    ) -> Option<Pending> {
+    fn take_pending(&mut self, submit: i64, shape: JobShape, user: Option<u32>) -> Option<Pending> {
         let key = self
             .pending
             .range((submit, 0)..=(submit, u64::MAX))
@@ -691,9 +707,7 @@ impl QueuePredictor {
                 let v = self
                     .history
                     .iter()
-                    .filter(|o| {
-                        cluster::assign(&primary, self.primary_value(o.shape, o.view)) == i
-                    })
+                    .filter(|o| cluster::assign(&primary, self.primary_value(o.shape, o.view)) == i)
                     .map(|o| (self.secondary_value(o.shape, o.view), o.wait));
                 cluster::cluster(v, self.min_cluster, self.config.k_max)
             } else {
@@ -835,12 +849,20 @@ impl QueuePredictor {
 
     /// The slot that answers for a job of `shape` and `user` at `now`, with the queue as
     /// it finds it, or `None` while availability inference says the queue may be down.
-    fn answering(&self, now: i64, shape: JobShape, user: Option<u32>) -> Option<(usize, QueueView)> {
+    fn answering(&self, now: i64, shape: JobShape, view: QueueView) -> Option<(usize, QueueView)> {
         if !self.is_up(now) {
             return None;
         }
-        let view = self.view(user);
         Some((self.slot_of(shape, view), view))
+    }
+
+    /// The queue as a job with `own_ahead` of its user's jobs pending ahead finds it
+    /// (what a caller who does not name the user says of them).
+    pub fn view_behind(&self, own_ahead: u64) -> QueueView {
+        QueueView {
+            own_ahead,
+            ..self.view(None)
+        }
     }
 
     /// The level a job of depth class `class` is answered at for `quantile`: raised while
@@ -881,14 +903,32 @@ impl QueuePredictor {
         quantile: f64,
         confidence: f64,
     ) -> BoundAnswer {
-        let found = self.answering(now, shape, user);
+        self.bound_in(now, shape, self.view(user), quantile, confidence)
+    }
+
+    /// [`QueuePredictor::bound`] for a job that finds the queue as `view` says (e.g.
+    /// [`QueuePredictor::view_behind`]).
+    pub fn bound_in(
+        &self,
+        now: i64,
+        shape: JobShape,
+        view: QueueView,
+        quantile: f64,
+        confidence: f64,
+    ) -> BoundAnswer {
+        let found = self.answering(now, shape, view);
         let levels_ok = valid_level(quantile) && valid_level(confidence);
         let mut state = None;
         let bound = found.and_then(|(slot, view)| {
             let series = &self.slots[slot].series;
             let class = depth::class_of(view.own_ahead);
             let level = if levels_ok {
-                self.level(class, quantile, confidence, series.len() + series.censored_len())
+                self.level(
+                    class,
+                    quantile,
+                    confidence,
+                    series.len() + series.censored_len(),
+                )
             } else {
                 quantile
             };
@@ -907,12 +947,10 @@ impl QueuePredictor {
                     let (q0, c0) = self.promise_level();
                     // Behind its own jobs with no evidence at or below its depth, the
                     // class's bound answers alone (the state says so).
-                    match series
-                        .upper_at(q0, c0, now)
-                        .and_then(|base0| {
-                            self.depth
-                                .bound(view.own_ahead, base, base0, quantile, confidence)
-                        }) {
+                    match series.upper_at(q0, c0, now).and_then(|base0| {
+                        self.depth
+                            .bound(view.own_ahead, base, base0, quantile, confidence)
+                    }) {
                         Some((b, t)) => {
                             answer.per_job_s = Some(t.per_job_s);
                             answer.evidence = t.evidence;
@@ -934,6 +972,70 @@ impl QueuePredictor {
             history: found.map_or(0, |(slot, _)| self.slots[slot].series.len()),
             cluster: found.map(|(slot, _)| self.range_of(slot)),
             state,
+            at: now,
+        }
+    }
+
+    /// The bound on the rest of the wait of a pending job of `shape` that finds the
+    /// queue as `view` says, submitted at `submit` and still waiting at `now`, and the
+    /// probability that it starts by `now + deadline_s` (when asked): both from the past
+    /// jobs of its cluster that waited at least as long (qbets.md §8). Its own jobs
+    /// still ahead add the depth term as for a new job.
+    pub fn remaining(
+        &self,
+        now: i64,
+        submit: i64,
+        shape: JobShape,
+        view: QueueView,
+        deadline_s: Option<u64>,
+        quantile: f64,
+        confidence: f64,
+    ) -> RemainingAnswer {
+        let elapsed = u64::try_from(now.saturating_sub(submit)).unwrap_or(0);
+        let found = self.answering(now, shape, view);
+        let levels_ok = valid_level(quantile) && valid_level(confidence);
+        let (mut bound, n, mut probability) = match found {
+            Some((slot, _)) if levels_ok => {
+                let series = &self.slots[slot].series;
+                let (b, n) = series.remaining_upper(elapsed, quantile, confidence);
+                let p =
+                    deadline_s.and_then(|d| series.remaining_probability(elapsed, d, confidence));
+                (b, n, p)
+            }
+            _ => (None, 0, None),
+        };
+        if let (Some(b), Some((slot, view))) = (bound, found)
+            && self.config.features.state
+            && view.own_ahead > 0
+        {
+            let series = &self.slots[slot].series;
+            let (q0, c0) = self.promise_level();
+            if let Some(base0) = series.upper_at(q0, c0, now)
+                && let Some((whole, _)) =
+                    self.depth
+                        .bound(view.own_ahead, 0.0, base0, quantile, confidence)
+            {
+                // Behind its own jobs: at least what is left of the depth term.
+                bound = Some(b.max(seconds((whole - elapsed as f64).max(0.0))));
+                if let Some(d) = deadline_s
+                    && let Some((pd, _)) = self.depth.probability(
+                        view.own_ahead,
+                        base0,
+                        d.saturating_add(elapsed),
+                        confidence,
+                    )
+                {
+                    probability = probability.map(|p| p.min(pd));
+                }
+            }
+        }
+        RemainingAnswer {
+            status: status(found.is_some(), bound.is_some()),
+            elapsed_s: elapsed,
+            bound_s: bound,
+            probability,
+            history: n,
+            cluster: found.map(|(slot, _)| self.range_of(slot)),
             at: now,
         }
     }
@@ -969,7 +1071,19 @@ impl QueuePredictor {
         deadline_s: u64,
         confidence: f64,
     ) -> ProbabilityAnswer {
-        let found = self.answering(now, shape, user);
+        self.probability_in(now, shape, self.view(user), deadline_s, confidence)
+    }
+
+    /// [`QueuePredictor::probability`] for a job that finds the queue as `view` says.
+    pub fn probability_in(
+        &self,
+        now: i64,
+        shape: JobShape,
+        view: QueueView,
+        deadline_s: u64,
+        confidence: f64,
+    ) -> ProbabilityAnswer {
+        let found = self.answering(now, shape, view);
         let mut state = None;
         let p = found.and_then(|(slot, view)| {
             if !valid_level(confidence) {
@@ -1070,6 +1184,12 @@ impl QueuePredictor {
             censored: self.censored_now,
             missed: self.guard.misses(),
             users_pending: self.users.len(),
+            bursts: self
+                .users_pending()
+                .into_iter()
+                .map(|(_, n)| n)
+                .take_while(|&n| n >= BURST_MIN)
+                .collect(),
             at: now,
         }
     }

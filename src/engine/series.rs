@@ -424,6 +424,39 @@ impl Series {
         a.max(c).unwrap_or(0)
     }
 
+    /// Values of the window below `elapsed`.
+    fn count_below(&self, elapsed: u64) -> usize {
+        match elapsed {
+            0 => 0,
+            e => self.tree.count_le(e - 1),
+        }
+    }
+
+    /// Upper level-`c` bound on the `q` quantile of the rest of the wait of a job that
+    /// has waited `elapsed` seconds so far: the binomial order statistic among the
+    /// window's waits of at least `elapsed` (the jobs that had waited as long), less
+    /// `elapsed`. Distribution-free whatever the method. `None` when too few past jobs
+    /// waited that long; with `n` those that did.
+    pub fn remaining_upper(&self, elapsed: u64, q: f64, c: f64) -> (Option<u64>, usize) {
+        let below = self.count_below(elapsed);
+        let n = self.tree.len() - below;
+        let bound = upper_rank(n, q, c)
+            .and_then(|k| self.tree.select(below + k))
+            .map(|w| w - elapsed);
+        (bound, n)
+    }
+
+    /// The lower level-`c` bound on the probability that a job that has waited
+    /// `elapsed` seconds starts within `t` more, from the same past jobs as
+    /// [`Series::remaining_upper`]; `None` below the least history any answer needs.
+    pub fn remaining_probability(&self, elapsed: u64, t: u64, c: f64) -> Option<f64> {
+        let below = self.count_below(elapsed);
+        let n = self.tree.len() - below;
+        upper_rank(n, 0.5, c)?;
+        let within = self.tree.count_le(elapsed.saturating_add(t)) - below;
+        Some(super::binomial::deadline_probability(within, n, c))
+    }
+
     /// The method's lower level-`c` bound on the `p` quantile, in seconds.
     pub fn lower(&self, p: f64, c: f64) -> Option<f64> {
         let j = lower_rank(self.window.len(), p, c)?;

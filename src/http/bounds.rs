@@ -126,6 +126,44 @@ pub fn cluster_view(c: ClusterRange) -> ClusterView {
     }
 }
 
+/// The queue as the job finds it, and what that did to the answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct StateView {
+    /// Jobs pending in the queue now (submitted, not started), as the site's sources
+    /// report them (a source that reports jobs only once they end, such as SGE's
+    /// accounting file, shows none).
+    pub jobs_ahead: u64,
+    /// The asker's own jobs pending ahead (`own_ahead` of the query).
+    pub own_ahead: u64,
+    /// The depth class those fall in, `[lo, hi]` own jobs ahead: past jobs of the same
+    /// class tell how much longer a job waits behind its own.
+    pub depth_class: [u64; 2],
+    /// Seconds added per own job ahead (null with none ahead, or without evidence).
+    pub per_job_s: Option<f64>,
+    /// `class` (the class's own past jobs), `extrapolated` (a shallower class's, capped
+    /// at the longest wait the queue has shown) or `none`.
+    pub evidence: String,
+    /// The quantile the answer was taken at: above the asked one while recent promises
+    /// of this depth class have missed more often than they may.
+    pub level: f64,
+}
+
+fn state_view(s: crate::engine::StateAnswer) -> StateView {
+    StateView {
+        jobs_ahead: s.view.ahead,
+        own_ahead: s.view.own_ahead,
+        depth_class: [s.depth_class.0, s.depth_class.1],
+        per_job_s: s.per_job_s.map(|v| v.max(0.0).round()),
+        evidence: match s.evidence {
+            crate::engine::Evidence::Class => "class",
+            crate::engine::Evidence::Extrapolated => "extrapolated",
+            crate::engine::Evidence::None => "none",
+        }
+        .to_string(),
+        level: s.level,
+    }
+}
+
 /// A queue's bound for one job shape.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct BoundView {
@@ -152,6 +190,8 @@ pub struct BoundView {
     pub cluster: Option<ClusterView>,
     /// Waits in that cluster's history window.
     pub history_size: usize,
+    /// The queue's state the answer used (null when the queue may be down).
+    pub state: Option<StateView>,
     /// The instant the answer speaks for: the archive's last record, or now.
     #[schema(format = DateTime)]
     pub as_of: String,
@@ -172,6 +212,7 @@ fn bound_view(site: &str, queue: &str, shape: JobShape, a: BoundAnswer) -> Bound
         bound_s: a.bound_s,
         cluster: a.cluster.map(cluster_view),
         history_size: a.history,
+        state: a.state.map(state_view),
         as_of: format_time(a.at),
     }
 }
@@ -203,6 +244,8 @@ pub struct DeadlineView {
     pub cluster: Option<ClusterView>,
     /// Waits in that cluster's history window.
     pub history_size: usize,
+    /// The queue's state the answer used (null when the queue may be down).
+    pub state: Option<StateView>,
     /// The instant the answer speaks for.
     #[schema(format = DateTime)]
     pub as_of: String,
@@ -221,6 +264,7 @@ fn deadline_view(site: &str, queue: &str, shape: JobShape, a: ProbabilityAnswer)
         probability: a.probability,
         cluster: a.cluster.map(cluster_view),
         history_size: a.history,
+        state: a.state.map(state_view),
         as_of: format_time(a.at),
     }
 }
@@ -281,6 +325,10 @@ pub struct BoundQuery {
     /// The confidence of the bound, strictly between 0 and 1 (default 0.95).
     #[param(value_type = Option<f64>, exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub confidence: Option<String>,
+    /// Your own jobs already pending in this queue that this one would queue behind
+    /// (default 0; e.g. the tasks of your job array before this one).
+    #[param(value_type = Option<i64>, minimum = 0, maximum = 1000000)]
+    pub own_ahead: Option<String>,
 }
 
 /// Parameters of `…/deadline`.
@@ -301,6 +349,10 @@ pub struct DeadlineQuery {
     /// The confidence, strictly between 0 and 1 (default 0.95).
     #[param(value_type = Option<f64>, exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub confidence: Option<String>,
+    /// Your own jobs already pending in this queue that this one would queue behind
+    /// (default 0).
+    #[param(value_type = Option<i64>, minimum = 0, maximum = 1000000)]
+    pub own_ahead: Option<String>,
 }
 
 /// Parameters of `GET /v1/bounds`.
@@ -403,7 +455,7 @@ pub struct BoundsOut {
 
 /// Runs `ask` on the live predictors; when they do not know the queue, asks the store
 /// whether it exists (404 otherwise) and gives it an empty predictor.
-async fn ask<S: Store, T>(
+pub(super) async fn ask<S: Store, T>(
     state: &AppState<S>,
     site: &str,
     queue: &str,
@@ -426,6 +478,16 @@ async fn ask<S: Store, T>(
 }
 
 /// A job's shape from the `nodes` and `walltime` parameters.
+/// Most own jobs ahead a query may name (a million: beyond any queue's length).
+const MAX_OWN_AHEAD: u64 = 1_000_000;
+
+fn own_ahead(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if n <= MAX_OWN_AHEAD => Ok(n),
+        _ => Err(format!("must be a whole number from 0 to {MAX_OWN_AHEAD}")),
+    }
+}
+
 fn shape(fields: &mut Fields, n: Option<&str>, w: Option<&str>) -> Option<JobShape> {
     let n = fields.req("nodes", n, nodes);
     let w = fields.req("walltime", w, walltime);
@@ -461,28 +523,30 @@ pub async fn get_bound<S: Store>(
     let shape = shape(&mut fields, q.nodes.as_deref(), q.walltime.as_deref());
     let quantile = fields.opt("quantile", q.quantile.as_deref(), probability);
     let confidence = fields.opt("confidence", q.confidence.as_deref(), probability);
+    let own = fields.opt("own_ahead", q.own_ahead.as_deref(), own_ahead);
     fields.finish()?;
     let shape = shape.expect("checked");
     let (quantile, confidence) = (
         quantile.unwrap_or(DEFAULT_LEVEL),
         confidence.unwrap_or(DEFAULT_LEVEL),
     );
-    let (a, _) = ask(&state, &site, &queue, || {
-        state
-            .predictors
-            .bound(&site, &queue, shape, quantile, confidence)
+    let own = own.unwrap_or(0);
+    let a = ask(&state, &site, &queue, || {
+        state.predictors.with_predictor(&site, &queue, |p, at| {
+            p.bound_in(at, shape, p.view_behind(own), quantile, confidence)
+        })
     })
     .await?;
     Ok(axum::Json(bound_view(&site, &queue, shape, a)))
 }
 
 /// A deadline: a duration from `as_of`, or a time.
-enum Deadline {
+pub(super) enum Deadline {
     In(i64),
     At(i64),
 }
 
-fn deadline(text: &str) -> Result<Deadline, String> {
+pub(super) fn deadline(text: &str) -> Result<Deadline, String> {
     if super::params::looks_like_a_time(text) || text.contains(['T', 't']) {
         return timestamp(text).map(Deadline::At);
     }
@@ -517,6 +581,9 @@ pub async fn get_deadline<S: Store>(
     let shape = shape(&mut fields, q.nodes.as_deref(), q.walltime.as_deref());
     let when = fields.req("deadline", q.deadline.as_deref(), deadline);
     let confidence = fields.opt("confidence", q.confidence.as_deref(), probability);
+    let own = fields
+        .opt("own_ahead", q.own_ahead.as_deref(), own_ahead)
+        .unwrap_or(0);
     fields.finish()?;
     let (shape, when) = (shape.expect("checked"), when.expect("checked"));
     let confidence = confidence.unwrap_or(DEFAULT_LEVEL);
@@ -535,7 +602,7 @@ pub async fn get_deadline<S: Store>(
                     ));
                 }
             };
-            Ok(p.probability(at, shape, deadline_s as u64, confidence))
+            Ok(p.probability_in(at, shape, p.view_behind(own), deadline_s as u64, confidence))
         })
     })
     .await??;
@@ -600,6 +667,10 @@ pub async fn list_bounds<S: Store>(
     let shape = shape(&mut fields, q.nodes.as_deref(), q.walltime.as_deref());
     let quantile = fields.opt("quantile", q.quantile.as_deref(), probability);
     let confidence = fields.opt("confidence", q.confidence.as_deref(), probability);
+    // One's own jobs ahead are a queue's; the list would apply one count to all.
+    fields.opt("own_ahead", q.own_ahead.as_deref(), |_| {
+        Err::<u64, _>("applies to one queue: ask /v1/sites/{site}/queues/{queue}/bound".to_string())
+    });
     fields.finish()?;
     let shape = shape.expect("checked");
     let (quantile, confidence) = (

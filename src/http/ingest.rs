@@ -66,6 +66,11 @@ pub struct JobIn {
     /// Where the job is in its life.
     #[schema(schema_with = job_state_schema)]
     pub state: JobState,
+    /// The scheduler's user who owns the job (optional): lets the engine count a
+    /// user's own jobs pending ahead of theirs. Stored as the site's configuration
+    /// asks (the name, or a keyed hash of it) and never shown to other users.
+    #[schema(min_length = 1, max_length = 256)]
+    pub user: Option<String>,
 }
 
 /// A batch of job records, as an object (a bare JSON array of records, or NDJSON, is
@@ -394,6 +399,17 @@ fn read_record(
     {
         refused.push(("end", "must not be before submit".into()));
     }
+    let user = match j.user {
+        Some(u) if u.is_empty() || u.chars().count() > 256 => {
+            refused.push(("user", "must be 1 to 256 characters".into()));
+            None
+        }
+        Some(u) if u.chars().any(char::is_control) => {
+            refused.push(("user", "must not contain control characters".into()));
+            None
+        }
+        u => u,
+    };
     errors.extend(refused.into_iter().map(|(f, d)| (Some(at(f)), d)));
     match submit {
         Some(submit) if errors.is_empty() => Ok(JobRecord {
@@ -408,6 +424,7 @@ fn read_record(
             nodes,
             walltime_s,
             state: j.state,
+            user,
         }),
         _ => Err(errors),
     }

@@ -10,6 +10,7 @@ pub mod bounds;
 pub mod dashboard;
 pub mod error;
 pub mod ingest;
+pub mod jobs;
 pub mod ops;
 pub mod params;
 pub mod reservations;
@@ -58,6 +59,7 @@ use error::{ApiError, FieldError, Problem};
         bounds::list_clusters,
         bounds::list_bounds,
         bounds::post_bounds,
+        jobs::get_job,
         reservations::post_varq_plan,
         reservations::post_covarq_plan,
         reservations::post_reservation,
@@ -155,6 +157,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .merge(sites::router())
         .merge(ingest::router())
         .merge(bounds::router())
+        .merge(jobs::router())
         .merge(reservations::router())
         .merge(ops::router())
         .merge(dashboard::router())

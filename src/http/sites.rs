@@ -116,6 +116,11 @@ pub struct QueueView {
     pub since: Option<String>,
     /// Jobs waiting in the queue, as the predictor knows them.
     pub pending: usize,
+    /// Users with jobs waiting (where the site's sources name users).
+    pub users_pending: usize,
+    /// Users with a burst waiting (20 jobs or more each: an array, a bag of tasks): how
+    /// many each has, largest first. Who they are is not shown.
+    pub bursts_pending: Vec<u64>,
     /// The queue's clusters (service classes) with their 0.95/0.95 bounds.
     pub clusters: Vec<super::bounds::ClusterInfoView>,
 }
@@ -357,6 +362,8 @@ fn queue_view(
         },
         since: down.map(format_time),
         pending: st.as_ref().map_or(0, |s| s.pending),
+        users_pending: st.as_ref().map_or(0, |s| s.users_pending),
+        bursts_pending: st.as_ref().map_or_else(Vec::new, |s| s.bursts.clone()),
         clusters: clusters
             .into_iter()
             .map(super::bounds::cluster_info_view)

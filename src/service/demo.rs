@@ -248,6 +248,8 @@ impl Demo {
                     nodes: Some(i64::from(e.procs)),
                     walltime_s: Some(e.requested),
                     state: JobState::Pending,
+                    // The demo's model has no users.
+                    user_key: None,
                 };
                 self.open.insert(e.job, job.clone());
                 Some(job)

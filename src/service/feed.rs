@@ -45,6 +45,8 @@ const MARKS: i64 = 4;
 pub(super) struct Fed {
     pub key: FeedKey,
     pub shape: JobShape,
+    /// The job's user, interned per site (`None`: the source does not say).
+    pub user: Option<u32>,
     /// For an arrival: its bound at submission is recorded.
     pub record: bool,
     /// For an arrival recorded: the bound stored for it (`None` until it is given one).
@@ -53,10 +55,11 @@ pub(super) struct Fed {
 
 impl Fed {
     /// Event `kind` of the job (store id `id`, submitted at `submit`) at `at`.
-    fn new(kind: u8, submit: i64, at: i64, id: i64, shape: JobShape) -> Self {
+    fn new(kind: u8, submit: i64, at: i64, id: i64, shape: JobShape, user: Option<u32>) -> Self {
         Self {
             key: (at, u8::from(kind == DEPARTURE), submit, id, kind),
             shape,
+            user,
             record: false,
             bound: None,
         }
@@ -81,7 +84,7 @@ pub(super) fn events_of(
     let mut out = Vec::with_capacity(records.len() * 2 + departs.len());
     for (i, r) in records.iter().enumerate() {
         if !arrived[i] {
-            let mut a = Fed::new(ARRIVAL, r.submit, r.submit, ids[i], r.shape);
+            let mut a = Fed::new(ARRIVAL, r.submit, r.submit, ids[i], r.shape, r.user);
             if record[i] {
                 a.record = true;
                 a.bound = stored(i);
@@ -89,7 +92,7 @@ pub(super) fn events_of(
             out.push(a);
         }
         if let Some(start) = r.wait().and(r.start) {
-            out.push(Fed::new(START, r.submit, start, ids[i], r.shape));
+            out.push(Fed::new(START, r.submit, start, ids[i], r.shape, r.user));
         }
     }
     for &(i, at) in departs {
@@ -100,6 +103,7 @@ pub(super) fn events_of(
             at.max(r.submit),
             ids[i],
             r.shape,
+            r.user,
         ));
     }
     out.sort_by_key(|e| e.key);
@@ -125,14 +129,20 @@ pub(super) fn apply(
                     if ask(e) {
                         bounds.push((
                             i,
-                            p.bound(submit, e.shape, SUBMISSION_LEVEL, SUBMISSION_LEVEL),
+                            p.bound_for(
+                                submit,
+                                e.shape,
+                                e.user,
+                                SUBMISSION_LEVEL,
+                                SUBMISSION_LEVEL,
+                            ),
                         ));
                     }
                 }
-                p.observe_arrival(submit, e.shape);
+                p.observe_arrival_of(submit, e.shape, e.user);
             }
-            START => p.observe_start(submit, at, e.shape),
-            _ => p.observe_departure(submit, at, e.shape),
+            START => p.observe_start_of(submit, at, e.shape, e.user),
+            _ => p.observe_departure_of(submit, at, e.shape, e.user),
         }
     }
     bounds

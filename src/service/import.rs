@@ -357,6 +357,8 @@ pub fn to_job(rec: &SwfRecord, site_id: i64, queue_id: i64, base: i64) -> NewJob
         nodes: rec.procs(),
         walltime_s: rec.requested_time(),
         state: job_state(rec),
+        // SWF's user id (field 12), as the replay reads it.
+        user_key: u32::try_from(rec.user).ok().map(|u| u.to_string()),
     }
 }
 

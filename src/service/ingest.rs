@@ -122,6 +122,10 @@ pub async fn ingest<S: Store>(
             nodes: r.nodes,
             walltime_s: r.walltime_s,
             state: r.state,
+            user_key: r
+                .user
+                .as_deref()
+                .map(|u| predictors.user_key(&site.name, u)),
         };
         let checked = job.validate();
         if let Err(reason) = checked {
@@ -214,6 +218,8 @@ async fn unlisted<S: Store>(
                 end_time: Some(now.max(j.start_time.unwrap_or(j.submit_time))),
                 nodes: j.nodes,
                 walltime_s: j.walltime_s,
+                // The stored user stays (the first known is kept).
+                user: None,
                 state: if j.start_time.is_some() {
                     JobState::Unknown
                 } else {
@@ -473,6 +479,16 @@ pub async fn spawn_sources<S: Store>(
                 ),
             });
         }
+        let keys = crate::service::users::UserKeys::from_rule(
+            cfg.user_key,
+            cfg.user_key_secret_env.as_deref(),
+            |v| std::env::var(v).ok(),
+        )
+        .map_err(|reason| StartError::Source {
+            site: cfg.name.clone(),
+            reason,
+        })?;
+        predictors.set_user_keys(&site.name, keys);
         let task = SourceTask {
             store: store.clone(),
             predictors: predictors.clone(),

@@ -3,7 +3,7 @@
 //! trace import, the clock and the metrics registry.
 //!
 //! May import: the store (generic over [`crate::store::Store`]), the trace reader, the
-//! engine and the simulator (pure), tokio, tracing, prometheus-client, sha2/subtle/rand for tokens. No SQL and no HTTP
+//! engine and the simulator (pure), tokio, tracing, prometheus-client, sha2/subtle/rand for tokens and user keys. No SQL and no HTTP
 //! types: those stay in `src/store` and `src/http`.
 
 pub mod clock;
@@ -17,6 +17,7 @@ pub mod predictors;
 pub mod reservations;
 pub mod state;
 pub mod tokens;
+pub mod users;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use predictors::Predictors;

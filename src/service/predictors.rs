@@ -129,7 +129,7 @@ struct Live {
     /// Jobs arrived and not started, by the scheduler's job id (unique in the site, and
     /// the same whatever id the store gives): their submit time and shape as the
     /// predictor was told (a start or departure must name the same).
-    pending: HashMap<String, (i64, JobShape)>,
+    pending: HashMap<String, (i64, JobShape, Option<u32>)>,
     /// Job ids of recent live arrivals (see [`RECENT_CAP`]), with the submit time the
     /// predictor was told (a job submitted anew under its id is another arrival).
     recent: HashMap<Arc<str>, i64>,
@@ -294,6 +294,9 @@ struct SiteEntry {
     /// built again: one site's feeds never interleave, and a queue being built again
     /// from the store misses no batch.
     feeding: tokio::sync::Mutex<()>,
+    /// The site's user keys, numbered in the order first met: the engine tells users
+    /// apart and never needs their names.
+    users: RwLock<HashMap<String, u32>>,
 }
 
 /// Leaves a site's queues to be built again from the store when dropped while `handed`
@@ -347,6 +350,23 @@ impl SiteEntry {
         }
     }
 
+    /// The engine's number for the user of `key` (`None` when the job's source does
+    /// not say).
+    fn user_of(&self, key: Option<&str>) -> Option<u32> {
+        let key = key?;
+        if let Some(&u) = self
+            .users
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+        {
+            return Some(u);
+        }
+        let mut users = self.users.write().unwrap_or_else(|p| p.into_inner());
+        let next = u32::try_from(users.len()).unwrap_or(u32::MAX);
+        Some(*users.entry(key.to_string()).or_insert(next))
+    }
+
     fn new(kind: SiteKind) -> Self {
         Self {
             kind,
@@ -355,6 +375,7 @@ impl SiteEntry {
             clock: RwLock::new(None),
             queues: RwLock::new(HashMap::new()),
             feeding: tokio::sync::Mutex::new(()),
+            users: RwLock::new(HashMap::new()),
         }
     }
 
@@ -392,6 +413,8 @@ pub struct Predictors {
     config: EngineConfig,
     clock: Arc<dyn Clock>,
     sites: RwLock<HashMap<String, Arc<SiteEntry>>>,
+    /// How each site's user names become stored keys (a site not named: the name).
+    user_keys: RwLock<HashMap<String, super::users::UserKeys>>,
 }
 
 impl std::fmt::Debug for Predictors {
@@ -413,13 +436,13 @@ impl Default for Predictors {
 /// wait, qbets.md §6). On a live site a job that left the queue without starting is an
 /// arrival and a departure (returned with the departure's time), as the ingest path
 /// saw it.
-fn record_of(job: &Job, kind: SiteKind) -> Option<(JobRecord, Option<i64>)> {
+fn record_of(job: &Job, kind: SiteKind, entry: &SiteEntry) -> Option<(JobRecord, Option<i64>)> {
     let start = job.start_time.filter(|&s| s >= job.submit_time);
     let record = JobRecord {
         submit: job.submit_time,
         start,
         shape: shape_of(job),
-        user: None,
+        user: entry.user_of(job.user_key.as_deref()),
     };
     match (start, kind) {
         (Some(_), _) => Some((record, None)),
@@ -459,6 +482,29 @@ impl Predictors {
             config: engine_config(),
             clock: Arc::new(SystemClock),
             sites: RwLock::new(HashMap::new()),
+            user_keys: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Site `site`'s user names become keys by `keys` from now on (its configuration's
+    /// `user_key`).
+    pub fn set_user_keys(&self, site: &str, keys: super::users::UserKeys) {
+        self.user_keys
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(site.to_string(), keys);
+    }
+
+    /// The key stored for user `name` of site `site`.
+    pub fn user_key(&self, site: &str, name: &str) -> String {
+        match self
+            .user_keys
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(site)
+        {
+            Some(keys) => keys.key(name),
+            None => name.to_string(),
         }
     }
 
@@ -572,11 +618,12 @@ impl Predictors {
         while let Some(job) = stream.try_next().await? {
             live.saw(&job);
             entry.saw(&job);
-            if let Some((r, departs_at)) = record_of(&job, site.kind) {
+            if let Some((r, departs_at)) = record_of(&job, site.kind, entry) {
                 if let Some(at) = departs_at {
                     departs.push((records.len(), at));
                 } else if r.start.is_none() {
-                    live.pending.insert(job.job_id.clone(), (r.submit, r.shape));
+                    live.pending
+                        .insert(job.job_id.clone(), (r.submit, r.shape, r.user));
                 }
                 records.push(r);
                 ids.push(job.id);
@@ -830,7 +877,7 @@ impl Predictors {
                 if now_in == name {
                     continue;
                 }
-                let Some((submit, shape)) = live.pending.remove(&job.job_id) else {
+                let Some((submit, shape, user)) = live.pending.remove(&job.job_id) else {
                     continue;
                 };
                 let left = job
@@ -841,7 +888,7 @@ impl Predictors {
                     submit,
                     start: None,
                     shape,
-                    user: None,
+                    user,
                 });
                 ids.push(job.id);
                 moved.insert(job.job_id.clone());
@@ -888,7 +935,7 @@ impl Predictors {
         for job in jobs {
             live.saw(job);
             entry.saw(job);
-            if let Some(&(submit, shape)) = live.pending.get(&job.job_id) {
+            if let Some(&(submit, shape, user)) = live.pending.get(&job.job_id) {
                 // Heard of as pending: now a start, a departure, or nothing new. Or
                 // submitted anew under its id (a requeue between two polls): the
                 // earlier submission left the queue (a start, if it had one, was
@@ -902,7 +949,7 @@ impl Predictors {
                         submit,
                         start,
                         shape,
-                        user: None,
+                        user,
                     });
                     ids.push(job.id);
                     arrived.push(true);
@@ -925,11 +972,12 @@ impl Predictors {
                 // Heard of before and no longer pending: a started job's later change.
                 continue;
             }
-            if let Some((r, departs_at)) = record_of(job, site.kind) {
+            if let Some((r, departs_at)) = record_of(job, site.kind, &entry) {
                 if let Some(at) = departs_at {
                     departs.push((records.len(), at));
                 } else if r.start.is_none() {
-                    live.pending.insert(job.job_id.clone(), (r.submit, r.shape));
+                    live.pending
+                        .insert(job.job_id.clone(), (r.submit, r.shape, r.user));
                 }
                 live.remember(&job.job_id, r.submit);
                 records.push(r);

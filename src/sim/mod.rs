@@ -8,6 +8,7 @@
 //! - [`run`]: whole runs and per-job outcomes; [`metrics`]: the standard metrics;
 //! - [`swf_jobs`]: SWF records in and out;
 //! - [`cirne`]: Cirne's rigid workload model and moldability model, seeded;
+//!   [`arrays`]: job arrays (one user, N tasks at one instant) injected into it;
 //! - [`sa`]: SA request selection (SAcb and SAg); [`experiment`]: Cirne's Chapter 5.
 //! - [`lublin`]: the Lublin–Feitelson workload model, seeded;
 //! - [`mold`]: moldable jobs, speedup models and run-time classes (Barsanti & Sodan);
@@ -34,6 +35,7 @@ pub mod swf_jobs;
 
 pub use job::{EndKind, JobOutcome, SimJob};
 pub use simulator::{EventKind, Policy, ScojoPolicy, SimConfig, SimEvent, Simulator, SubmitError};
+pub mod arrays;
 pub mod cirne;
 pub mod experiment;
 pub mod sa;

@@ -42,6 +42,11 @@ pub struct JobRecord {
     pub walltime_s: Option<i64>,
     /// Where the job is in its life.
     pub state: JobState,
+    /// The scheduler's user, when the source says (slurmrestd, sacct, a push that
+    /// carries it): the name, or by the time it is stored a keyed hash of it where
+    /// the site's configuration asks. The engine counts a user's own jobs pending
+    /// ahead of theirs; it is never shown to other users.
+    pub user: Option<String>,
 }
 
 /// How far past the service's clock a record's time may lie: a scheduler's clock and

@@ -93,6 +93,10 @@ pub fn parse_line(line: &str) -> Result<PbsLine, String> {
         nodes,
         walltime_s,
         state,
+        user: kv
+            .get("user")
+            .filter(|u| !u.is_empty())
+            .map(|u| u.to_string()),
     }))
 }
 

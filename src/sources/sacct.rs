@@ -25,10 +25,13 @@ use std::time::Duration;
 use super::{Batch, JobRecord, JobState, RecordReject, Source, SourceError, parse_duration};
 
 /// The fields asked for, in order.
-pub const FIELDS: &str = "JobIDRaw,Partition,Submit,Start,End,Timelimit,NNodes,State,AllocNodes";
+/// `User` comes last, so that the output of a site wrapper that leaves it out (nine
+/// fields) still reads, without users.
+pub const FIELDS: &str =
+    "JobIDRaw,Partition,Submit,Start,End,Timelimit,NNodes,State,AllocNodes,User";
 
 /// How many fields [`FIELDS`] names.
-const FIELD_COUNT: usize = 9;
+const FIELD_COUNT: usize = 10;
 
 /// The arguments after the configured command for the window `[from, to)`.
 pub fn arguments(from: i64, to: i64) -> Vec<String> {
@@ -97,12 +100,18 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
         return Ok(None);
     }
     let f: Vec<&str> = line.split('|').collect();
-    if f.len() != FIELD_COUNT {
+    if f.len() != FIELD_COUNT && f.len() != FIELD_COUNT - 1 {
         return Err(format!(
-            "{} '|'-separated fields, expected {FIELD_COUNT} ({FIELDS})",
-            f.len()
+            "{} '|'-separated fields, expected {FIELD_COUNT} ({FIELDS}; {} without User)",
+            f.len(),
+            FIELD_COUNT - 1
         ));
     }
+    let user = f
+        .get(9)
+        .map(|u| u.trim())
+        .filter(|u| !u.is_empty())
+        .map(str::to_string);
     let id = f[0].trim();
     if id.contains('.') {
         // A step (`123.batch`): --allocations should have left it out.
@@ -160,6 +169,7 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
         nodes,
         walltime_s,
         state: st,
+        user,
     }))
 }
 
@@ -379,9 +389,23 @@ mod tests {
             why,
             vec![
                 "line 10 of sacct's output: Timelimit \"soon\" is not a duration",
-                "line 11 of sacct's output: 3 '|'-separated fields, expected 9 (JobIDRaw,Partition,Submit,Start,End,Timelimit,NNodes,State,AllocNodes)",
+                "line 11 of sacct's output: 3 '|'-separated fields, expected 10 (JobIDRaw,Partition,Submit,Start,End,Timelimit,NNodes,State,AllocNodes,User; 9 without User)",
                 "line 12 of sacct's output: AllocNodes \"one\" is not a number",
             ]
+        );
+    }
+
+    #[test]
+    fn the_user_is_read_when_sacct_gives_it_and_absent_otherwise() {
+        let with = parse_line(&format!("{DONE}|alice")).unwrap().unwrap();
+        assert_eq!(with.user.as_deref(), Some("alice"));
+        let blank = parse_line(&format!("{DONE}| ")).unwrap().unwrap();
+        assert_eq!(blank.user, None);
+        let without = parse_line(DONE).unwrap().unwrap();
+        assert_eq!(without.user, None);
+        assert_eq!(
+            (with.job_id, with.submit_time),
+            (without.job_id, without.submit_time)
         );
     }
 

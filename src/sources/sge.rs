@@ -146,6 +146,12 @@ pub fn parse_line(line: &str) -> Result<Option<JobRecord>, String> {
         nodes: (slots > 0).then_some(slots),
         walltime_s: h_rt(&category)?,
         state,
+        // The owner (field 4); the file says nothing of jobs until they end.
+        user: f
+            .get(3)
+            .map(|u| u.trim())
+            .filter(|u| !u.is_empty())
+            .map(str::to_string),
     }))
 }
 

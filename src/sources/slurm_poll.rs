@@ -64,6 +64,7 @@ pub fn to_record(job: &SlurmJob) -> Result<JobRecord, String> {
             .filter(|w| *w > 0)
             .and_then(|w| i64::try_from(w).ok()),
         state: job_state(job),
+        user: Some(job.user.clone()).filter(|u| !u.is_empty()),
     })
 }
 

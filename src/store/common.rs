@@ -171,6 +171,20 @@ macro_rules! common_store_methods {
         convert(rows)
     }
 
+    async fn job(&self, site_id: i64, job_id: &str) -> StoreResult<Option<Job>> {
+        let row = sqlx::query_as::<_, JobRow>(concat!(
+            "SELECT ",
+            job_columns!(),
+            " FROM jobs WHERE site_id = $1 AND job_id = $2"
+        ))
+        .bind(site_id)
+        .bind(job_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        row.map(Job::try_from).transpose()
+    }
+
     async fn open_jobs(&self, site_id: i64) -> StoreResult<Vec<Job>> {
         let rows = sqlx::query_as::<_, JobRow>(concat!(
             "SELECT ",

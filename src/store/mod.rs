@@ -297,6 +297,8 @@ pub struct NewJob {
     pub walltime_s: Option<i64>,
     /// Where the job is in its life.
     pub state: JobState,
+    /// The scheduler's user, as a key (see [`crate::sources::JobRecord::user`]).
+    pub user_key: Option<String>,
 }
 
 impl NewJob {
@@ -401,6 +403,9 @@ pub struct Job {
     pub bound_s: Option<i64>,
     /// That prediction's status (`ok`, `insufficient_history`, `maybe_down`).
     pub bound_status: Option<String>,
+    /// The scheduler's user, as a key: the first known for this submission. Never
+    /// shown to other users.
+    pub user_key: Option<String>,
 }
 
 impl Job {
@@ -672,6 +677,13 @@ pub trait Store: Clone + Send + Sync + 'static {
         after: Option<JobCursor>,
         limit: i64,
     ) -> impl Future<Output = StoreResult<Vec<Job>>> + Send;
+
+    /// One job of a site, by the scheduler's job id.
+    fn job(
+        &self,
+        site_id: i64,
+        job_id: &str,
+    ) -> impl Future<Output = StoreResult<Option<Job>>> + Send;
 
     /// A site's jobs that have not ended (pending or running), by store id.
     fn open_jobs(&self, site_id: i64) -> impl Future<Output = StoreResult<Vec<Job>>> + Send;
@@ -1158,6 +1170,7 @@ mod tests {
             nodes: Some(1),
             walltime_s: None,
             state: JobState::Running,
+            user_key: None,
         };
         assert_eq!(ok.validate(), Ok(()));
         let early = NewJob {

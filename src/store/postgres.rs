@@ -116,6 +116,7 @@ struct JobColumns {
     nodes: Vec<Option<i64>>,
     walltime_s: Vec<Option<i64>>,
     state: Vec<&'static str>,
+    user_key: Vec<Option<String>>,
 }
 
 impl<'a> FromIterator<&'a NewJob> for JobColumns {
@@ -131,6 +132,7 @@ impl<'a> FromIterator<&'a NewJob> for JobColumns {
             c.nodes.push(j.nodes);
             c.walltime_s.push(j.walltime_s);
             c.state.push(j.state.as_str());
+            c.user_key.push(j.user_key.clone());
         }
         c
     }
@@ -151,6 +153,7 @@ struct StoredColumns<'a> {
     state: Vec<&'static str>,
     bound_s: Vec<Option<i64>>,
     bound_status: Vec<Option<&'a str>>,
+    user_key: Vec<Option<&'a str>>,
 }
 
 impl<'a> FromIterator<&'a Job> for StoredColumns<'a> {
@@ -169,12 +172,13 @@ impl<'a> FromIterator<&'a Job> for StoredColumns<'a> {
             c.state.push(j.state.as_str());
             c.bound_s.push(j.bound_s);
             c.bound_status.push(j.bound_status.as_deref());
+            c.user_key.push(j.user_key.as_deref());
         }
         c
     }
 }
 
-/// Binds a batch's nine column arrays to `$1…$9` of [`unnest_jobs`].
+/// Binds a batch's ten column arrays to `$1…$10` of [`unnest_jobs`].
 macro_rules! bind_columns {
     ($query:expr, $c:expr) => {
         $query
@@ -187,15 +191,16 @@ macro_rules! bind_columns {
             .bind($c.nodes)
             .bind($c.walltime_s)
             .bind($c.state)
+            .bind($c.user_key)
     };
 }
 
-/// `SELECT` of a batch's rows from nine array parameters, in batch order.
+/// `SELECT` of a batch's rows from ten array parameters, in batch order.
 macro_rules! unnest_jobs {
     () => {
-        "SELECT site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state \
-         FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::text[]) \
-         WITH ORDINALITY AS u(site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, ord) \
+        "SELECT site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, user_key \
+         FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::text[], $10::text[]) \
+         WITH ORDINALITY AS u(site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, user_key, ord) \
          ORDER BY ord"
     };
 }
@@ -213,9 +218,10 @@ async fn insert_new_jobs(conn: &mut sqlx::PgConnection, jobs: &[Job]) -> StoreRe
     let c: StoredColumns = jobs.iter().collect();
     sqlx::query(
         "INSERT INTO jobs (id, site_id, queue_id, job_id, submit_time, start_time, end_time, \
-           nodes, walltime_s, state, bound_s, bound_status) OVERRIDING SYSTEM VALUE \
+           nodes, walltime_s, state, bound_s, bound_status, user_key) OVERRIDING SYSTEM VALUE \
          SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::int8[], \
-           $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::text[], $11::int8[], $12::text[])",
+           $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::text[], $11::int8[], $12::text[], \
+           $13::text[])",
     )
     .bind(c.id)
     .bind(c.site_id)
@@ -229,6 +235,7 @@ async fn insert_new_jobs(conn: &mut sqlx::PgConnection, jobs: &[Job]) -> StoreRe
     .bind(c.state)
     .bind(c.bound_s)
     .bind(c.bound_status)
+    .bind(c.user_key)
     .execute(conn)
     .await
     .map(|_| ())
@@ -247,7 +254,7 @@ impl Store for PgStore {
         let c: JobColumns = jobs.iter().collect();
         let done = bind_columns!(
             sqlx::query(concat!(
-            "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) ",
+            "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, user_key) ",
             unnest_jobs!(),
             " ON CONFLICT (site_id, job_id) DO NOTHING"
         )),
@@ -268,7 +275,7 @@ impl Store for PgStore {
         // submission; a new submit time (a requeue) starts the job over (see `JobChanges::of`).
         let rows = bind_columns!(
             sqlx::query_as::<_, JobRow>(concat!(
-            "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) ",
+            "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, user_key) ",
             unnest_jobs!(),
             " ON CONFLICT (site_id, job_id) DO UPDATE SET ",
             job_upsert_set!(),
@@ -361,11 +368,11 @@ impl Store for PgStore {
                 "UPDATE jobs SET queue_id = u.queue_id, submit_time = u.submit_time, \
                    start_time = u.start_time, end_time = u.end_time, nodes = u.nodes, \
                    walltime_s = u.walltime_s, state = u.state, bound_s = u.bound_s, \
-                   bound_status = u.bound_status \
+                   bound_status = u.bound_status, user_key = u.user_key \
                  FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], \
-                   $6::int8[], $7::int8[], $8::text[], $9::int8[], $10::text[]) \
+                   $6::int8[], $7::int8[], $8::text[], $9::int8[], $10::text[], $11::text[]) \
                    AS u(id, queue_id, submit_time, start_time, end_time, nodes, walltime_s, \
-                        state, bound_s, bound_status) \
+                        state, bound_s, bound_status, user_key) \
                  WHERE jobs.id = u.id",
             )
             .bind(c.id)
@@ -378,6 +385,7 @@ impl Store for PgStore {
             .bind(c.state)
             .bind(c.bound_s)
             .bind(c.bound_status)
+            .bind(c.user_key)
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;

@@ -21,7 +21,7 @@ macro_rules! queue_columns {
 /// Columns of `jobs`.
 macro_rules! job_columns {
     () => {
-        "id, site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, bound_s, bound_status"
+        "id, site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, bound_s, bound_status, user_key"
     };
 }
 /// The `SET` list of the jobs upsert (`ON CONFLICT (site_id, job_id) DO UPDATE SET`),
@@ -39,7 +39,7 @@ macro_rules! job_upsert_set {
          bound_s = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_s END, \
          bound_status = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_status END, \
          nodes = ", job_kept_size!("nodes"), ", walltime_s = ", job_kept_size!("walltime_s"), ", \
-         state = EXCLUDED.state ")
+         user_key = ", job_kept_size!("user_key"), ", state = EXCLUDED.state ")
     };
 }
 /// A job's size column after an upsert: the first known for the same submission.
@@ -154,6 +154,7 @@ pub(super) struct JobRow {
     state: String,
     bound_s: Option<i64>,
     bound_status: Option<String>,
+    user_key: Option<String>,
 }
 
 impl TryFrom<JobRow> for Job {
@@ -172,6 +173,7 @@ impl TryFrom<JobRow> for Job {
             state: r.state.parse()?,
             bound_s: r.bound_s,
             bound_status: r.bound_status,
+            user_key: r.user_key,
         })
     }
 }
@@ -299,6 +301,9 @@ impl JobChanges {
                 state: r.state,
                 bound_s: same.and_then(|o| o.bound_s),
                 bound_status: same.and_then(|o| o.bound_status.clone()),
+                user_key: same
+                    .and_then(|o| o.user_key.clone())
+                    .or_else(|| r.user_key.clone()),
             };
             let fields = |j: &super::Job| {
                 (

@@ -30,7 +30,7 @@ use super::{
     ReservationEvent, Transition,
 };
 
-/// Binds a job's nine columns, in the order of the `INSERT` column lists below.
+/// Binds a job's ten columns, in the order of the `INSERT` column lists below.
 macro_rules! bind_job {
     ($query:expr, $j:expr) => {
         $query
@@ -43,6 +43,7 @@ macro_rules! bind_job {
             .bind($j.nodes)
             .bind($j.walltime_s)
             .bind($j.state.as_str())
+            .bind(&$j.user_key)
     };
 }
 
@@ -56,14 +57,14 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 /// make them a hundred times fewer.
 const ROWS_PER_INSERT: usize = 100;
 
-/// `INSERT … VALUES` of `rows` jobs (their nine columns, as [`bind_job`] binds them),
+/// `INSERT … VALUES` of `rows` jobs (their ten columns, as [`bind_job`] binds them),
 /// skipping the (site, job id) already stored. The statement for a full chunk is the
 /// same text each time, so the connection's statement cache keeps it prepared.
 fn insert_jobs_sql(rows: usize) -> String {
     let mut sql = String::from(
-        "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) VALUES ",
+        "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, user_key) VALUES ",
     );
-    push_tuples(&mut sql, rows, "(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    push_tuples(&mut sql, rows, "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     sql.push_str(" ON CONFLICT (site_id, job_id) DO NOTHING");
     sql
 }
@@ -143,9 +144,9 @@ fn stored_jobs_sql(rows: usize) -> String {
 fn insert_new_jobs_sql(rows: usize) -> String {
     let mut sql = String::from(
         "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, \
-           nodes, walltime_s, state, id, bound_s, bound_status) VALUES ",
+           nodes, walltime_s, state, user_key, id, bound_s, bound_status) VALUES ",
     );
-    push_tuples(&mut sql, rows, "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    push_tuples(&mut sql, rows, "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     sql
 }
 
@@ -182,8 +183,8 @@ impl Store for SqliteStore {
             // submission; a new submit time (a requeue) starts the job over (see `JobChanges::of`).
             let row = bind_job!(
                 sqlx::query_as::<_, JobRow>(concat!(
-                "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                "INSERT INTO jobs (site_id, queue_id, job_id, submit_time, start_time, end_time, nodes, walltime_s, state, user_key) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (site_id, job_id) DO UPDATE SET ",
                 job_upsert_set!(),
                 "WHERE jobs.queue_id IS NOT excluded.queue_id OR jobs.submit_time IS NOT excluded.submit_time \
@@ -259,7 +260,8 @@ impl Store for SqliteStore {
         for j in old {
             sqlx::query(
                 "UPDATE jobs SET queue_id = ?, submit_time = ?, start_time = ?, end_time = ?, \
-                   nodes = ?, walltime_s = ?, state = ?, bound_s = ?, bound_status = ? \
+                   nodes = ?, walltime_s = ?, state = ?, bound_s = ?, bound_status = ?, \
+                   user_key = ? \
                  WHERE id = ?",
             )
             .bind(j.queue_id)
@@ -271,6 +273,7 @@ impl Store for SqliteStore {
             .bind(j.state.as_str())
             .bind(j.bound_s)
             .bind(&j.bound_status)
+            .bind(&j.user_key)
             .bind(j.id)
             .execute(&mut *tx)
             .await

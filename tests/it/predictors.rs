@@ -267,6 +267,7 @@ async fn batch_queue_of<S: Store>(store: &S, name: &str, kind: SiteKind) -> (Sit
 /// it has a start, running after.
 fn one_node(site: &Site, queue: &Queue, id: &str, submit: i64, start: Option<i64>) -> NewJob {
     NewJob {
+        user_key: None,
         site_id: site.id,
         queue_id: queue.id,
         job_id: id.into(),
@@ -297,6 +298,7 @@ impl StoreTask for LiveFeed {
         let clock = FixedClock::at(t0);
         let live = Predictors::new().with_clock(Arc::new(clock.clone()));
         let job = |k: i64, start: Option<i64>, state: JobState| NewJob {
+            user_key: None,
             site_id: site.id,
             queue_id: queue.id,
             job_id: format!("j{k}"),
@@ -613,6 +615,7 @@ impl StoreTask for LateNews {
                     polled < at && at <= now
                 })
                 .map(|(id, submit, start, end, nodes, walltime)| NewJob {
+                    user_key: None,
                     site_id: site.id,
                     queue_id: queue.id,
                     job_id: id.clone(),

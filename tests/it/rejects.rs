@@ -127,6 +127,7 @@ impl StoreTask for Story {
         // A record of a scheduler whose clock runs a day ahead: kept aside with why,
         // not stored; ten minutes ahead is clock skew, stored.
         let ahead = |id: &str, start: i64| JobRecord {
+            user: None,
             job_id: id.into(),
             queue: "workq".into(),
             submit_time: NOW - 60,

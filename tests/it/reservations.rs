@@ -39,6 +39,8 @@ pub const SITE: &str = "local";
 pub fn local_site() -> SiteConfig {
     let url = std::env::var("SLURMRESTD_URL").unwrap_or_else(|_| "http://127.0.0.1:6820".into());
     SiteConfig {
+        user_key: Default::default(),
+        user_key_secret_env: None,
         name: SITE.into(),
         description: String::new(),
         time_zone: None,

@@ -549,6 +549,7 @@ async fn slurm_outage_story<S: Store>(store: &S) {
         .as_secs() as i64
         - 3600;
     let stale = |id: &str, start: Option<i64>| JobRecord {
+        user: None,
         job_id: id.into(),
         queue: "debug".into(),
         submit_time: t,
@@ -990,6 +991,8 @@ impl StoreTask for Configured {
         let trace = dir.path().join("t.swf");
         std::fs::write(&trace, super::http_api::TRACE).unwrap();
         let site = |name: &str, source| SiteConfig {
+            user_key: Default::default(),
+            user_key_secret_env: None,
             name: name.into(),
             description: String::new(),
             time_zone: None,

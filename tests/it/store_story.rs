@@ -42,6 +42,7 @@ async fn postgres_store(test: &str) -> Option<(TestDb, PgStore)> {
 
 fn job(site: i64, queue: i64, id: &str, submit: i64, wait: Option<i64>) -> NewJob {
     NewJob {
+        user_key: None,
         site_id: site,
         queue_id: queue,
         job_id: id.to_string(),

@@ -667,6 +667,7 @@ impl StoreTask for Service {
             .into_iter()
             .enumerate()
             .map(|(i, (submit, start))| NewJob {
+                user_key: None,
                 site_id: site.id,
                 queue_id: queue.id,
                 job_id: format!("h{i}"),
