@@ -888,3 +888,88 @@ async fn bodies_must_be_json_objects() {
         res.text()
     );
 }
+
+/// A job's own answer, users and the state (issue 21): pushed records carry users; a
+/// pending job's answer counts its own user's jobs ahead and bounds the rest of its
+/// wait; no answer shows a user.
+#[tokio::test]
+async fn a_pending_jobs_answer_counts_its_own_jobs_ahead_and_names_nobody() {
+    let app = TestApp::new().await;
+    let admin = app.token("ops", Scope::Admin).await;
+    let put = json!({"queues": [{"name": "batch"}]});
+    let res = app.json("PUT", "/v1/sites/u1", Some(&admin), &put).await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    // 200 finished jobs of ten users (waits 60–260 s), then an array of 30 tasks of
+    // "alice" still pending, and one pending job of "bob".
+    let t0 = TEST_NOW - 200 * 400 - 7_200;
+    let mut jobs: Vec<serde_json::Value> = (0..200)
+        .map(|k| {
+            let submit = t0 + k * 400;
+            let start = submit + 60 + (k * 37) % 200;
+            json!({"job_id": format!("h{k}"), "queue": "batch", "submit": iso(submit),
+                   "start": iso(start), "end": iso(start + 300), "nodes": 1,
+                   "walltime": 3600, "state": "completed", "user": format!("user{}", k % 10)})
+        })
+        .collect();
+    let array_at = TEST_NOW - 1_800;
+    for k in 0..30 {
+        jobs.push(json!({"job_id": format!("a{k}"), "queue": "batch", "submit": iso(array_at),
+                         "nodes": 1, "walltime": 3600, "state": "pending", "user": "alice"}));
+    }
+    jobs.push(json!({"job_id": "b1", "queue": "batch", "submit": iso(array_at + 60),
+                     "nodes": 1, "walltime": 3600, "state": "pending", "user": "bob"}));
+    let out = app
+        .json("POST", "/v1/sites/u1/jobs", Some(&admin), &json!({"jobs": jobs}))
+        .await;
+    assert_eq!(out.status, 200, "{}", out.text());
+    assert_eq!(out.json()["rejected"], 0, "{}", out.text());
+
+    // The queue lists its pending jobs and the one burst, without names.
+    let q = app.get("/v1/sites/u1/queues", None).await;
+    let text = q.text();
+    assert!(!text.contains("alice") && !text.contains("bob"), "{text}");
+    let batch = &q.json()["queues"][0];
+    assert_eq!(batch["pending"], 31, "{batch}");
+    assert_eq!(batch["users_pending"], 2, "{batch}");
+    assert_eq!(batch["bursts_pending"], json!([30]), "{batch}");
+
+    // The last task of the array waits behind 29 of its own; bob's job behind none.
+    let last = app.get("/v1/sites/u1/jobs/a29?deadline=01:00:00", None).await;
+    assert_eq!(last.status, 200, "{}", last.text());
+    assert!(!last.text().contains("alice"), "{}", last.text());
+    let last = last.json();
+    assert_eq!(last["state"], "pending");
+    assert_eq!(last["pending"]["own_ahead"], 29, "{last}");
+    assert_eq!(last["pending"]["waited_s"], 1_800, "{last}");
+    let bob = app.get("/v1/sites/u1/jobs/b1", None).await.json();
+    assert_eq!(bob["pending"]["own_ahead"], 0, "{bob}");
+    assert_eq!(bob["pending"]["waited_s"], 1_740, "{bob}");
+    // Every past job waited less than bob has: no evidence for the rest of his wait.
+    assert_eq!(bob["pending"]["status"], "insufficient_history", "{bob}");
+    assert!(bob["pending"]["bound_s"].is_null(), "{bob}");
+    // A finished job: its wait and whether it kept within its bound at submission.
+    let done = app.get("/v1/sites/u1/jobs/h199", None).await.json();
+    assert_eq!(done["pending"], serde_json::Value::Null, "{done}");
+    assert_eq!(done["wait_s"], 60 + (199 * 37) % 200, "{done}");
+    let unknown = app.get("/v1/sites/u1/jobs/nope", None).await;
+    assert_eq!(unknown.status, 404, "{}", unknown.text());
+
+    // A bound for a job behind one's own: the state says what answered it.
+    let b = app
+        .get("/v1/sites/u1/queues/batch/bound?nodes=1&walltime=3600&own_ahead=30", None)
+        .await;
+    assert_eq!(b.status, 200, "{}", b.text());
+    let b = b.json();
+    assert_eq!(b["state"]["own_ahead"], 30, "{b}");
+    assert_eq!(b["state"]["jobs_ahead"], 31, "{b}");
+    assert_eq!(b["state"]["depth_class"], json!([16, 31]), "{b}");
+    let bad = app
+        .get("/v1/sites/u1/queues/batch/bound?nodes=1&walltime=3600&own_ahead=-1", None)
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(bad.text().contains("own_ahead"), "{}", bad.text());
+    let list = app
+        .get("/v1/bounds?nodes=1&walltime=3600&own_ahead=3", None)
+        .await;
+    assert_eq!(list.status, 400, "{}", list.text());
+}

@@ -580,6 +580,8 @@ impl StoreTask for LateNews {
         let mut rng = ChaCha8Rng::seed_from_u64(42);
         let mut next = move |m: u64| rng.random_range(0..m);
         let mut submit = t0;
+        // Users: the burst is one user's (an array); the rest spread over seven.
+        let user = |k: usize| if (1200..1300).contains(&k) { 99 } else { k % 7 };
         let jobs: Vec<(String, i64, i64, i64, i64, i64)> = (0..2400)
             .map(|k| {
                 submit += 30 + next(120) as i64;
@@ -615,7 +617,10 @@ impl StoreTask for LateNews {
                     polled < at && at <= now
                 })
                 .map(|(id, submit, start, end, nodes, walltime)| NewJob {
-                    user_key: None,
+                    user_key: Some(format!(
+                        "u{}",
+                        user(id.trim_end_matches(".server").parse().unwrap())
+                    )),
                     site_id: site.id,
                     queue_id: queue.id,
                     job_id: id.clone(),
@@ -675,9 +680,11 @@ impl StoreTask for LateNews {
                 submit: j.submit_time,
                 start: j.start_time,
                 shape: qbets::service::predictors::shape_of(j),
-                user: None,
+                // The same users as numbers: the engine only tells them apart.
+                user: j.user_key.as_deref().map(|u| u[1..].parse().unwrap()),
             })
             .collect();
+        assert!(records.iter().all(|r| r.user.is_some()));
         let r = replay(&records, &ReplayOptions::default(), &mut |_| {}).unwrap();
         for (j, want) in stored.iter().zip(&r.predictions[0]) {
             assert_eq!(j.bound_status.as_deref(), Some(want.status.name()), "{j:?}");
