@@ -70,7 +70,7 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["offered_load", "experiment"], value_parser = load_scale)]
     pub load_scale: Option<f64>,
     /// Scale a trace's arrival times so that its offered load becomes this value
-    /// (with --timeshare, a model's too).
+    /// (with --timeshare or --arrays, a model's too).
     #[arg(long, conflicts_with = "experiment", value_parser = offered)]
     pub offered_load: Option<f64>,
     /// With the model, spread jobs over the three-queue demo site (express ≤ 1 h and
@@ -236,8 +236,8 @@ pub fn run(args: Args) -> Result<()> {
         super::simulate_mold::check_without_lublin(&args.mold, None)?;
         return run_sa_experiment(&args);
     }
-    if args.offered_load.is_some() && args.trace.is_none() {
-        bail!("--offered-load needs --trace (or, for a model, --timeshare)");
+    if args.offered_load.is_some() && args.trace.is_none() && args.arrays.is_none() {
+        bail!("--offered-load needs --trace (or, for a model, --timeshare or --arrays)");
     }
     let Some(policy) = args.policy else {
         bail!("--policy is required");
@@ -297,7 +297,13 @@ pub fn run(args: Args) -> Result<()> {
             header.push("UnixStartTime: 0".to_string());
             let mut jobs: Vec<SimJob> = model.take(n as usize).collect();
             if let Some(spec) = args.arrays {
-                let w = crate::sim::arrays::inject(jobs, p, spec, args.seed);
+                let mut w = crate::sim::arrays::inject(jobs, p, spec, args.seed);
+                if let Some(target) = args.offered_load {
+                    let f = crate::sim::arrays::scale_to_load(&mut w.jobs, p, target);
+                    header.push(format!(
+                        "Note: arrival times scaled by {f:.4} for an offered load of {target}"
+                    ));
+                }
                 header.push(format!(
                     "Note: {} job arrays ({spec}) injected, {} array tasks of {} jobs; \
                      users 1-{} background, above them one per array",

@@ -189,6 +189,31 @@ pub fn inject(background: Vec<SimJob>, processors: u32, spec: ArraySpec, seed: u
     }
 }
 
+/// Stretches (or compresses) the arrival times of `jobs` (in submit order) about the
+/// first one so that their offered load on `processors` becomes `target`: arrays add
+/// work, and a workload that overloads its machine has waits that grow without end —
+/// no history can bound those, and no machine runs that way for long. Returns the
+/// factor applied.
+pub fn scale_to_load(jobs: &mut [SimJob], processors: u32, target: f64) -> f64 {
+    let load = super::swf_jobs::offered_load(jobs, processors);
+    let Some(first) = jobs.first().map(|j| j.submit) else {
+        return 1.0;
+    };
+    if !(load > 0.0 && target > 0.0) {
+        return 1.0;
+    }
+    let f = load / target;
+    for j in jobs.iter_mut() {
+        let at = first + ((j.submit - first) as f64 * f).round() as i64;
+        if let Some(c) = j.cancel_at.as_mut() {
+            // A cancel keeps its distance from the submission.
+            *c = at + (*c - j.submit);
+        }
+        j.submit = at;
+    }
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,5 +272,15 @@ mod tests {
             7,
         );
         assert_eq!(again.jobs, w.jobs);
+        // Scaled to a load, the arrays keep their instants together.
+        let mut jobs = w.jobs.clone();
+        scale_to_load(&mut jobs, 1024, 0.7);
+        let load = crate::sim::swf_jobs::offered_load(&jobs, 1024);
+        assert!((load - 0.7).abs() < 0.01, "{load}");
+        assert!(jobs.windows(2).all(|p| p[0].submit <= p[1].submit));
+        for tasks in by_user.values() {
+            let at = |id: i64| jobs[(id - 1) as usize].submit;
+            assert!(tasks.iter().all(|t| at(t.id) == at(tasks[0].id)));
+        }
     }
 }

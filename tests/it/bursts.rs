@@ -1,30 +1,41 @@
 //! Bounds that keep their promise through bursts (issue 21): the simulator's Cirne
 //! workload with job arrays injected (one user, N tasks at one instant, N log-uniform in
-//! [10, 2000]), scheduled under EASY backfilling, replayed through the engine with each
-//! job's user. The default keeps the promise (≥ 95% of jobs within their bound) on every
+//! [10, 2000]), scheduled under EASY backfilling with fair share between the arrays and
+//! the rest, replayed through the engine with each job's user. The default keeps the promise (≥ 95% of jobs within their bound) on every
 //! seed, and refuses a number to few jobs.
 
 use std::collections::HashMap;
 
 use qbets::engine::replay::{ReplayOptions, replay};
 use qbets::engine::{JobRecord, JobShape};
-use qbets::sim::arrays::{ArraySpec, inject};
+use qbets::sim::arrays::{ArraySpec, BACKGROUND_USERS, inject, scale_to_load};
 use qbets::sim::cirne::CirneModel;
 use qbets::sim::run::run_jobs;
 use qbets::sim::{Policy, SimConfig};
 
 const PROCESSORS: u32 = 1024;
+/// Offered load of the workload with its arrays.
+const LOAD: f64 = 0.75;
 
 /// The workload of `seed` with arrays, as the engine sees it (submit order, users).
 fn workload(seed: u64, jobs: usize, spec: ArraySpec) -> (Vec<JobRecord>, usize) {
-    let mut model = CirneModel::new(PROCESSORS, seed, None);
-    // The demo's load (its arrivals 1/0.7 as frequent as Cirne's), lowered by the arrays'
-    // own share so that the machine is about as busy as the demo's.
-    model.set_load_scale(0.7 / (1.0 - spec.fraction));
-    let background: Vec<_> = model.take(jobs).collect();
-    let w = inject(background, PROCESSORS, spec, seed);
+    let background: Vec<_> = CirneModel::new(PROCESSORS, seed, None).take(jobs).collect();
+    let mut w = inject(background, PROCESSORS, spec, seed);
+    // Busy as the archive's machines are (the demo's 0.77, say); an overloaded machine's
+    // waits grow without end and no history bounds them.
+    scale_to_load(&mut w.jobs, PROCESSORS, LOAD);
     let users: HashMap<i64, u32> = w.users;
-    let result = run_jobs(SimConfig::new(PROCESSORS, Policy::Easy), 0, w.jobs, |_| {});
+    // Fair share, as sites that take arrays run it: a user's burst does not hold up
+    // everyone else's jobs (the simulator's queue ranks: arrays' tasks, queue 2, are
+    // served after the other jobs, queue 1). The engine sees one queue.
+    for j in &mut w.jobs {
+        j.queue = if users[&j.id] > BACKGROUND_USERS { 2 } else { 1 };
+    }
+    let cfg = SimConfig {
+        priority: [(1, 0), (2, 1)].into_iter().collect(),
+        ..SimConfig::new(PROCESSORS, Policy::Easy)
+    };
+    let result = run_jobs(cfg, 0, w.jobs, |_| {});
     let mut records: Vec<(i64, i64, JobRecord)> = result
         .outcomes
         .iter()
