@@ -6,7 +6,6 @@
 
 mod bounds;
 mod browser;
-mod bursts;
 mod dashboard;
 mod demo;
 mod http_api;
