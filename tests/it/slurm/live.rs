@@ -351,3 +351,38 @@ async fn placeholder_jobs_ask_slurm_for_their_nodes_cpus_and_time_in_every_serve
     );
     eprintln!("placeholder submissions checked for {tried:?}");
 }
+
+/// Issue 22: the poller reads the partitions' limits (slurmrestd's MaxTime, MaxNodes,
+/// TotalNodes) with the job list; the local Slurm's `debug` allows an hour and `long` a
+/// day, on its one node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_poller_learns_the_partitions_limits() {
+    use qbets::sources::Source;
+    use qbets::sources::slurm_poll::SlurmRestPoller;
+    let mut poller = SlurmRestPoller::new(&config(), Duration::from_secs(15)).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let batch = poller.poll(None, now).await.unwrap();
+    let of = |name: &str| {
+        batch
+            .limits
+            .iter()
+            .find(|l| l.queue == name)
+            .unwrap_or_else(|| panic!("no {name} in {:?}", batch.limits))
+            .clone()
+    };
+    let (debug, long) = (of("debug"), of("long"));
+    assert_eq!(
+        (debug.max_nodes, debug.max_walltime_s, debug.total_nodes),
+        (None, Some(3_600), Some(1))
+    );
+    assert_eq!(
+        (long.max_nodes, long.max_walltime_s, long.total_nodes),
+        (None, Some(86_400), Some(1))
+    );
+    // Read again only after a while.
+    let again = poller.poll(None, now + 15).await.unwrap();
+    assert!(again.limits.is_empty(), "{:?}", again.limits);
+}
