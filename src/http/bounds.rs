@@ -220,7 +220,12 @@ fn bound_within(mut v: BoundView, exceeded: Option<Exceeded>) -> BoundView {
 
 /// The limit of `site`/`queue` a job of `shape` exceeds, as the live predictors last
 /// saw the queue's limits.
-fn exceeded<S: Store>(state: &AppState<S>, site: &str, queue: &str, shape: JobShape) -> Option<Exceeded> {
+fn exceeded<S: Store>(
+    state: &AppState<S>,
+    site: &str,
+    queue: &str,
+    shape: JobShape,
+) -> Option<Exceeded> {
     state.predictors.limits(site, queue)?.exceeded(shape)
 }
 
@@ -526,7 +531,10 @@ pub async fn get_bound<S: Store>(
     })
     .await?;
     let v = bound_view(&site, &queue, shape, a);
-    Ok(axum::Json(bound_within(v, exceeded(&state, &site, &queue, shape))))
+    Ok(axum::Json(bound_within(
+        v,
+        exceeded(&state, &site, &queue, shape),
+    )))
 }
 
 /// A deadline: a duration from `as_of`, or a time.

@@ -642,13 +642,11 @@ async fn oracle<S: Store>(
         nodes: u64::from(req.nodes),
         walltime_s: req.walltime_s,
     });
-    if let Some(e) =
-        shape.and_then(|s| crate::service::predictors::QueueLimits::of(&q).exceeded(s))
+    if let Some(e) = shape.and_then(|s| crate::service::predictors::QueueLimits::of(&q).exceeded(s))
     {
-        return Err(ApiError::ExceedsLimits(vec![super::error::FieldError::new(
-            e.field(),
-            e.describe(queue),
-        )]));
+        return Err(ApiError::ExceedsLimits(vec![
+            super::error::FieldError::new(e.field(), e.describe(queue)),
+        ]));
     }
     let last = match s.kind {
         crate::store::SiteKind::Archive => state.store.site_last_event(s.id).await?,

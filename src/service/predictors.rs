@@ -303,7 +303,11 @@ impl QueueLimits {
         let over = |limit: Limit, value: Option<i64>, asked: u64| {
             value
                 .filter(|&v| asked > v.max(0) as u64)
-                .map(|value| Exceeded { limit, value, asked })
+                .map(|value| Exceeded {
+                    limit,
+                    value,
+                    asked,
+                })
         };
         let mut nodes = [
             over(Limit::MaxNodes, self.max_nodes, shape.nodes),

@@ -870,11 +870,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn remote_cleanups(&self) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
 
     /// Records that an executor is about to submit the reservation's placeholder job.
-    fn mark_submit_attempt(
-        &self,
-        id: i64,
-        at: i64,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    fn mark_submit_attempt(&self, id: i64, at: i64)
+    -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Records an event that does not change the state.
     fn note_reservation(

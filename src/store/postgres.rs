@@ -15,8 +15,8 @@ use super::reservations::{
 };
 use super::rows::{
     JobChanges, JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow,
-    apply_bounds, convert, job_columns, job_kept_size, job_not_older, job_stage, job_upsert_set, last_per_job, now_unix,
-    queue_columns, reject_columns, site_columns, token_columns,
+    apply_bounds, convert, job_columns, job_kept_size, job_not_older, job_stage, job_upsert_set,
+    last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
 };
 use super::sources::{source_columns, source_store_methods};
 use super::{

@@ -60,8 +60,14 @@ macro_rules! job_not_older {
 macro_rules! job_stage {
     ($t:literal) => {
         concat!(
-            "(CASE WHEN ", $t, ".state IN ('completed', 'failed', 'cancelled') OR ", $t,
-            ".end_time IS NOT NULL THEN 2 WHEN ", $t, ".state = 'running' OR ", $t,
+            "(CASE WHEN ",
+            $t,
+            ".state IN ('completed', 'failed', 'cancelled') OR ",
+            $t,
+            ".end_time IS NOT NULL THEN 2 WHEN ",
+            $t,
+            ".state = 'running' OR ",
+            $t,
             ".start_time IS NOT NULL THEN 1 ELSE 0 END)"
         )
     };
@@ -93,8 +99,8 @@ macro_rules! reject_columns {
     };
 }
 pub(super) use {
-    job_columns, job_kept_size, job_not_older, job_stage, job_upsert_set, queue_columns, reject_columns, site_columns,
-    token_columns,
+    job_columns, job_kept_size, job_not_older, job_stage, job_upsert_set, queue_columns,
+    reject_columns, site_columns, token_columns,
 };
 
 #[derive(sqlx::FromRow)]

@@ -48,7 +48,12 @@ async fn app_on(db: TestDb) -> (TestApp, String) {
             })
             .collect();
         let r = app
-            .json("POST", "/v1/sites/hpc/jobs", Some(&admin), &json!({ "jobs": jobs }))
+            .json(
+                "POST",
+                "/v1/sites/hpc/jobs",
+                Some(&admin),
+                &json!({ "jobs": jobs }),
+            )
             .await;
         assert_eq!(r.status, 200, "{}", r.text());
     }
@@ -59,7 +64,10 @@ fn assert_exceeds(v: &Value, limit: &str, value: i64) {
     assert_eq!(v["status"], "exceeds_limits", "{v}");
     assert_eq!(v["limit"]["name"], limit, "{v}");
     assert_eq!(v["limit"]["value"], value, "{v}");
-    assert!(v["limit"]["detail"].as_str().unwrap().contains(limit), "{v}");
+    assert!(
+        v["limit"]["detail"].as_str().unwrap().contains(limit),
+        "{v}"
+    );
     for number in ["bound_s", "bound", "probability", "cluster"] {
         assert!(v[number].is_null(), "no {number}: {v}");
     }
@@ -67,19 +75,40 @@ fn assert_exceeds(v: &Value, limit: &str, value: i64) {
 
 async fn story(mut app: TestApp, admin: String) {
     // Within the limits: a number.
-    let ok = app.get("/v1/sites/hpc/queues/batch/bound?nodes=1&walltime=600", None).await.json();
+    let ok = app
+        .get(
+            "/v1/sites/hpc/queues/batch/bound?nodes=1&walltime=600",
+            None,
+        )
+        .await
+        .json();
     assert_eq!(ok["status"], "ok", "{ok}");
     assert!(ok["bound_s"].is_u64(), "{ok}");
     assert!(ok.get("limit").is_none(), "{ok}");
 
     // Beyond them: no number, the limit named.
     for _ in 0..2 {
-        let v = app.get("/v1/sites/hpc/queues/batch/bound?nodes=100&walltime=600", None).await.json();
+        let v = app
+            .get(
+                "/v1/sites/hpc/queues/batch/bound?nodes=100&walltime=600",
+                None,
+            )
+            .await
+            .json();
         assert_exceeds(&v, "max_nodes", 64);
-        let v = app.get("/v1/sites/hpc/queues/batch/bound?nodes=1&walltime=02:00:00", None).await.json();
+        let v = app
+            .get(
+                "/v1/sites/hpc/queues/batch/bound?nodes=1&walltime=02:00:00",
+                None,
+            )
+            .await
+            .json();
         assert_exceeds(&v, "max_walltime", 3_600);
         let v = app
-            .get("/v1/sites/hpc/queues/batch/deadline?nodes=65&walltime=600&deadline=3600", None)
+            .get(
+                "/v1/sites/hpc/queues/batch/deadline?nodes=65&walltime=600&deadline=3600",
+                None,
+            )
             .await
             .json();
         assert_exceeds(&v, "max_nodes", 64);
@@ -104,50 +133,99 @@ async fn story(mut app: TestApp, admin: String) {
     let r = &out["results"];
     assert_eq!(r[0]["bound"]["status"], "ok", "{out}");
     assert_exceeds(&r[1]["bound"], "max_nodes", 64);
-    assert_ne!(r[2]["bound"]["status"], "exceeds_limits", "no known limit: {out}");
+    assert_ne!(
+        r[2]["bound"]["status"], "exceeds_limits",
+        "no known limit: {out}"
+    );
 
     // GET /v1/bounds: the queue is listed, after the numbers, without one.
-    let all = app.get("/v1/bounds?nodes=100&walltime=600", None).await.json();
+    let all = app
+        .get("/v1/bounds?nodes=100&walltime=600", None)
+        .await
+        .json();
     let b = all["bounds"].as_array().unwrap();
     assert_eq!(b.len(), 2, "{all}");
-    assert_eq!((&b[0]["queue"], &b[1]["queue"]), (&json!("open"), &json!("batch")), "{all}");
+    assert_eq!(
+        (&b[0]["queue"], &b[1]["queue"]),
+        (&json!("open"), &json!("batch")),
+        "{all}"
+    );
     assert_exceeds(&b[1], "max_nodes", 64);
 
     // total_nodes, when tighter than max_nodes, is the one named.
     let r = app
-        .json("PUT", "/v1/sites/hpc", Some(&admin), &json!({"queues": [{"name": "batch", "total_nodes": 32}]}))
+        .json(
+            "PUT",
+            "/v1/sites/hpc",
+            Some(&admin),
+            &json!({"queues": [{"name": "batch", "total_nodes": 32}]}),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let v = app.get("/v1/sites/hpc/queues/batch/bound?nodes=40&walltime=600", None).await.json();
+    let v = app
+        .get(
+            "/v1/sites/hpc/queues/batch/bound?nodes=40&walltime=600",
+            None,
+        )
+        .await
+        .json();
     assert_exceeds(&v, "total_nodes", 32);
     let q = app.get("/v1/sites/hpc/queues", None).await.json();
-    let batch = q["queues"].as_array().unwrap().iter().find(|q| q["name"] == "batch").unwrap().clone();
-    assert_eq!((&batch["max_nodes"], &batch["total_nodes"]), (&json!(64), &json!(32)), "{q}");
+    let batch = q["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "batch")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&batch["max_nodes"], &batch["total_nodes"]),
+        (&json!(64), &json!(32)),
+        "{q}"
+    );
 
     // A VARQ plan beyond the limits: 422 naming the limit (nothing is planned).
     let plan = |nodes: i64, walltime: &str| {
         json!({"site": "hpc", "queue": "batch", "nodes": nodes, "walltime": walltime,
                "start_at": iso(TEST_NOW + 7_200), "min_probability": 0.5})
     };
-    let p = app.json("POST", "/v1/plans/varq", None, &plan(40, "00:05:00")).await.problem(422);
+    let p = app
+        .json("POST", "/v1/plans/varq", None, &plan(40, "00:05:00"))
+        .await
+        .problem(422);
     assert_eq!(p["type"], "urn:qbets:problem:exceeds-limits", "{p}");
     assert_eq!(p["errors"][0]["field"], "nodes", "{p}");
     assert!(p["detail"].as_str().unwrap().contains("total_nodes"), "{p}");
-    let p = app.json("POST", "/v1/plans/varq", None, &plan(1, "02:00:00")).await.problem(422);
+    let p = app
+        .json("POST", "/v1/plans/varq", None, &plan(1, "02:00:00"))
+        .await
+        .problem(422);
     assert_eq!(p["errors"][0]["field"], "walltime", "{p}");
-    assert!(p["detail"].as_str().unwrap().contains("max_walltime"), "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("max_walltime"),
+        "{p}"
+    );
     // A reservation likewise, before the site's submit target is even looked at (this
     // site has none: within the limits the refusal would be a 409).
     let reserve = app.token("alice", Scope::Reserve).await;
     let mut body = plan(40, "00:05:00");
     body["command"] = json!("true");
-    let p = app.json("POST", "/v1/reservations", Some(&reserve), &body).await.problem(422);
+    let p = app
+        .json("POST", "/v1/reservations", Some(&reserve), &body)
+        .await
+        .problem(422);
     assert_eq!(p["type"], "urn:qbets:problem:exceeds-limits", "{p}");
     let mut body = plan(1, "00:05:00");
     body["command"] = json!("true");
-    app.json("POST", "/v1/reservations", Some(&reserve), &body).await.problem(409);
+    app.json("POST", "/v1/reservations", Some(&reserve), &body)
+        .await
+        .problem(409);
     let list = app.get("/v1/reservations", Some(&reserve)).await.json();
-    assert_eq!(list["reservations"].as_array().map(Vec::len), Some(0), "{list}");
+    assert_eq!(
+        list["reservations"].as_array().map(Vec::len),
+        Some(0),
+        "{list}"
+    );
 }
 
 #[tokio::test]
@@ -189,7 +267,9 @@ impl StoreTask for LearnStory {
             max_walltime_s: None,
             total_nodes: None,
         }];
-        state_limits(&store, &predictors, &site, &stated).await.unwrap();
+        state_limits(&store, &predictors, &site, &stated)
+            .await
+            .unwrap();
         let seen = [
             QueueLimitsSeen {
                 queue: "debug".into(),
@@ -204,7 +284,9 @@ impl StoreTask for LearnStory {
                 total_nodes: Some(32),
             },
         ];
-        learn_limits(&store, &predictors, &site, &seen, &stated).await.unwrap();
+        learn_limits(&store, &predictors, &site, &seen, &stated)
+            .await
+            .unwrap();
         let debug = store.queue(site.id, "debug").await.unwrap().unwrap();
         assert_eq!(
             (debug.max_nodes, debug.max_walltime_s, debug.total_nodes),
@@ -219,9 +301,15 @@ impl StoreTask for LearnStory {
         );
         let l = predictors.limits("cluster", "debug").unwrap();
         let shape = |nodes, walltime_s| qbets::engine::JobShape { nodes, walltime_s };
-        assert_eq!(l.exceeded(shape(5, 60)).unwrap().limit.as_str(), "max_nodes");
+        assert_eq!(
+            l.exceeded(shape(5, 60)).unwrap().limit.as_str(),
+            "max_nodes"
+        );
         assert!(l.admits(shape(4, 3_600)));
-        assert_eq!(l.exceeded(shape(1, 3_601)).unwrap().limit.as_str(), "max_walltime");
+        assert_eq!(
+            l.exceeded(shape(1, 3_601)).unwrap().limit.as_str(),
+            "max_walltime"
+        );
     }
 }
 
@@ -246,18 +334,28 @@ async fn stated_limits_win_over_learnt_ones_on_postgres() {
 async fn an_swf_headers_machine_size_limits_its_queues() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sized.swf");
-    let trace = super::http_api::TRACE.replace("; Queue: 1 express", "; MaxProcs: 16\n; MaxNodes: 4\n; Queue: 1 express");
+    let trace = super::http_api::TRACE.replace(
+        "; Queue: 1 express",
+        "; MaxProcs: 16\n; MaxNodes: 4\n; Queue: 1 express",
+    );
     std::fs::write(&path, trace).unwrap();
     let mut app = TestApp::new().await;
     let summary = app.import("sized", &path).await;
-    assert!(summary.notes.iter().any(|n| n.contains("16 processors")), "{:?}", summary.notes);
+    assert!(
+        summary.notes.iter().any(|n| n.contains("16 processors")),
+        "{:?}",
+        summary.notes
+    );
     app.restart().await;
     let q = app.get("/v1/sites/sized/queues", None).await.json();
     for queue in q["queues"].as_array().unwrap() {
         assert_eq!(queue["total_nodes"], 16, "{q}");
     }
     let v = app
-        .get("/v1/sites/sized/queues/express/bound?nodes=17&walltime=600", None)
+        .get(
+            "/v1/sites/sized/queues/express/bound?nodes=17&walltime=600",
+            None,
+        )
         .await
         .json();
     assert_exceeds(&v, "total_nodes", 16);

@@ -25,7 +25,10 @@ async fn a_403_names_the_scope_needed_without_saying_admin_twice() {
         .json("POST", "/v1/sites/x/jobs", Some(&read), &json!([]))
         .await
         .problem(403);
-    assert_eq!(p["detail"], "this needs a token with scope ingest (or admin)", "{p}");
+    assert_eq!(
+        p["detail"], "this needs a token with scope ingest (or admin)",
+        "{p}"
+    );
 }
 
 #[tokio::test]
@@ -38,14 +41,31 @@ async fn two_authorization_headers_are_refused() {
             "GET",
             "/v1/sites",
             None,
-            &[("authorization", &bearer), ("authorization", "Bearer qbets_forged")],
+            &[
+                ("authorization", &bearer),
+                ("authorization", "Bearer qbets_forged"),
+            ],
             String::new(),
         )
         .await;
     let p = r.problem(400);
-    assert!(p["detail"].as_str().unwrap().contains("more than one Authorization"), "{p}");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("more than one Authorization"),
+        "{p}"
+    );
     // One is fine.
-    let r = app.with_headers("GET", "/v1/sites", None, &[("authorization", &bearer)], String::new()).await;
+    let r = app
+        .with_headers(
+            "GET",
+            "/v1/sites",
+            None,
+            &[("authorization", &bearer)],
+            String::new(),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
@@ -77,8 +97,13 @@ async fn a_preflight_gets_nothing_when_no_origin_is_configured() {
 async fn a_key_repeated_inside_a_record_and_a_job_repeated_in_a_batch_are_reported() {
     let app = TestApp::new().await;
     let admin = app.token("ops", Scope::Admin).await;
-    app.json("PUT", "/v1/sites/hpc", Some(&admin), &json!({"queues": [{"name": "batch"}]}))
-        .await;
+    app.json(
+        "PUT",
+        "/v1/sites/hpc",
+        Some(&admin),
+        &json!({"queues": [{"name": "batch"}]}),
+    )
+    .await;
     let t = TEST_NOW - 3_600;
     // serde_json's tree keeps the last of a repeated key: written by hand.
     let body = format!(
@@ -90,12 +115,25 @@ async fn a_key_repeated_inside_a_record_and_a_job_repeated_in_a_batch_are_report
         st = iso(t + 60)
     );
     let out = app
-        .raw("POST", "/v1/sites/hpc/jobs", Some(&admin), "application/json", body)
+        .raw(
+            "POST",
+            "/v1/sites/hpc/jobs",
+            Some(&admin),
+            "application/json",
+            body,
+        )
         .await
         .json();
-    assert_eq!((&out["received"], &out["rejected"]), (&json!(4), &json!(1)), "{out}");
+    assert_eq!(
+        (&out["received"], &out["rejected"]),
+        (&json!(4), &json!(1)),
+        "{out}"
+    );
     assert_eq!(out["rejects"][0]["field"], "[0].state", "{out}");
-    assert_eq!(out["rejects"][0]["reason"], "is given more than once", "{out}");
+    assert_eq!(
+        out["rejects"][0]["reason"], "is given more than once",
+        "{out}"
+    );
     assert_eq!(
         out["superseded"],
         json!([{"record": 1, "job_id": "2", "by": 3}]),
@@ -124,7 +162,9 @@ async fn a_new_token_given_a_revoked_tokens_name_does_not_inherit_its_reservatio
     let make = |token: String| {
         let (app, body) = (&app, &body);
         async move {
-            let r = app.json("POST", "/v1/reservations", Some(&token), body).await;
+            let r = app
+                .json("POST", "/v1/reservations", Some(&token), body)
+                .await;
             assert_eq!(r.status, 201, "{}", r.text());
             r.json()["id"].as_str().unwrap().to_string()
         }
@@ -134,17 +174,29 @@ async fn a_new_token_given_a_revoked_tokens_name_does_not_inherit_its_reservatio
     // Revoked: the new "alice" sees nothing of the old one's.
     let old = reserve("alice").await;
     let id = make(old).await;
-    assert!(qbets::store::with_store(&url, Revoke("alice", false)).await.unwrap());
+    assert!(
+        qbets::store::with_store(&url, Revoke("alice", false))
+            .await
+            .unwrap()
+    );
     let new = reserve("alice").await;
-    app.get(&format!("/v1/reservations/{id}"), Some(&new)).await.problem(404);
+    app.get(&format!("/v1/reservations/{id}"), Some(&new))
+        .await
+        .problem(404);
     let list = app.get("/v1/reservations", Some(&new)).await.json();
     assert_eq!(list["reservations"].as_array().unwrap().len(), 0, "{list}");
 
     // Replaced with the admin's leave (`--keep-reservations`): the successor sees them.
     let id = make(new).await;
-    assert!(qbets::store::with_store(&url, Revoke("alice", true)).await.unwrap());
+    assert!(
+        qbets::store::with_store(&url, Revoke("alice", true))
+            .await
+            .unwrap()
+    );
     let successor = reserve("alice").await;
-    let r = app.get(&format!("/v1/reservations/{id}"), Some(&successor)).await;
+    let r = app
+        .get(&format!("/v1/reservations/{id}"), Some(&successor))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
@@ -172,8 +224,13 @@ async fn a_reservation_never_submitted_leaves_no_clean_up_to_retry() {
         .await;
     let admin = app.token("admin", Scope::Admin).await;
     let site = super::reservations::SITE;
-    app.json("PUT", &format!("/v1/sites/{site}"), Some(&admin), &json!({"queues": [{"name": "debug"}]}))
-        .await;
+    app.json(
+        "PUT",
+        &format!("/v1/sites/{site}"),
+        Some(&admin),
+        &json!({"queues": [{"name": "debug"}]}),
+    )
+    .await;
     let jobs: Vec<serde_json::Value> = super::reservations::history(TEST_NOW, 300)
         .into_iter()
         .enumerate()
@@ -184,18 +241,30 @@ async fn a_reservation_never_submitted_leaves_no_clean_up_to_retry() {
         })
         .collect();
     let r = app
-        .json("POST", &format!("/v1/sites/{site}/jobs"), Some(&admin), &json!({ "jobs": jobs }))
+        .json(
+            "POST",
+            &format!("/v1/sites/{site}/jobs"),
+            Some(&admin),
+            &json!({ "jobs": jobs }),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let alice = app.token("alice", Scope::Reserve).await;
     let body = json!({"site": site, "queue": "debug", "nodes": 1, "walltime": "00:05:00",
                       "start_at": iso(TEST_NOW + 3_600), "min_probability": 0.5,
                       "command": "hostname"});
-    let r = app.json("POST", "/v1/reservations", Some(&alice), &body).await;
+    let r = app
+        .json("POST", "/v1/reservations", Some(&alice), &body)
+        .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let id = r.json()["id"].as_str().unwrap().to_string();
     let r = app
-        .json("DELETE", &format!("/v1/reservations/{id}"), Some(&alice), &json!({}))
+        .json(
+            "DELETE",
+            &format!("/v1/reservations/{id}"),
+            Some(&alice),
+            &json!({}),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["state"], "cancelled");
