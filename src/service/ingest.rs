@@ -398,6 +398,10 @@ pub async fn run_source<S: Store, Src: Source>(task: SourceTask<S>, mut source: 
 }
 
 /// One poll: cursor, read, write, new cursor. `Ok(true)` when more is ready at once.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the poller's loop state, passed as it is kept"
+)]
 async fn poll_once<S: Store, Src: Source>(
     store: &S,
     predictors: &Predictors,
