@@ -187,6 +187,8 @@ export function statusText(status) {
       return "maybe down";
     case "insufficient_history":
       return "too little history";
+    case "exceeds_limits":
+      return "beyond the queue's limits";
     default:
       return status ? String(status).replaceAll("_", " ") : "—";
   }

@@ -77,8 +77,8 @@ function boundCell(result) {
   if (a.status === "ok" && a.bound_s !== null && a.bound_s !== undefined) {
     return el("td", { class: "num bound", dataset: { boundS: a.bound_s } }, fmtShort(a.bound_s));
   }
-  return el("td", { class: "num muted", title: statusText(a.status) },
-    a.status === "maybe_down" ? "down?" : "—");
+  return el("td", { class: "num muted", title: a.limit ? a.limit.detail : statusText(a.status), dataset: { status: a.status } },
+    a.status === "maybe_down" ? "down?" : a.status === "exceeds_limits" ? "over limit" : "—");
 }
 
 function ingestHealth(site, ingest) {

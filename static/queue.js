@@ -208,7 +208,7 @@ async function ask(event) {
     showError(formError, null);
     const items = bounds.map((b, i) => el("div", { class: "answer", dataset: { quantile: QUANTILES[i], boundS: b.bound_s ?? "", status: b.status } },
       el("dt", {}, `${QUANTILES[i] * 100} % of such jobs start within`),
-      el("dd", {}, b.status === "ok" ? fmtDuration(b.bound_s) : statusText(b.status),
+      el("dd", { title: b.limit ? b.limit.detail : "" }, b.status === "ok" ? fmtDuration(b.bound_s) : statusText(b.status),
         el("span", { class: "sub" }, b.status === "ok" ? `${fmtCount(b.bound_s)} s` : ""))));
     const p = chance.probability;
     items.push(el("div", { class: "answer", dataset: { probability: p ?? "", status: chance.status } },
@@ -237,6 +237,7 @@ async function ask(event) {
 function beyondLimits(nodes, walltime) {
   const over = [];
   if (current && current.max_nodes && nodes > current.max_nodes) over.push(`at most ${fmtCount(current.max_nodes)} nodes`);
+  if (current && current.total_nodes && nodes > current.total_nodes && !(current.max_nodes && current.max_nodes < current.total_nodes)) over.push(`at most ${fmtCount(current.total_nodes)} nodes (all it reaches)`);
   if (current && current.max_walltime_s && walltime > current.max_walltime_s) over.push(`at most ${fmtDuration(current.max_walltime_s)} of walltime`);
   if (!over.length) return null;
   return el("p", { class: "alert", id: "myjob-limits" },

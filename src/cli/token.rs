@@ -34,11 +34,16 @@ pub enum TokenCommand {
     },
     /// List tokens (names, scopes, creation times — never secrets).
     List,
-    /// Delete a token by name.
+    /// Delete a token by name. Its reservations are detached from the name, so that a
+    /// new token given the same name does not see them.
     Revoke {
         /// The token's name.
         #[arg(long)]
         name: String,
+        /// Leave the token's reservations to its name: the next token created with that
+        /// name sees and manages them (a token replaced, not withdrawn).
+        #[arg(long)]
+        keep_reservations: bool,
     },
 }
 
@@ -84,8 +89,11 @@ impl StoreTask for Tokens {
                     );
                 }
             }
-            TokenCommand::Revoke { name } => {
-                if !store.delete_token(&name).await? {
+            TokenCommand::Revoke {
+                name,
+                keep_reservations,
+            } => {
+                if !store.delete_token(&name, keep_reservations).await? {
                     eprintln!("no token named {name:?}");
                     return Ok(ExitCode::from(1));
                 }

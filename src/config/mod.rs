@@ -17,8 +17,8 @@ use crate::store::{DEFAULT_DATABASE_URL, redact_url};
 pub mod sources;
 
 pub use sources::{
-    PbsAccountingSource, SacctSource, SgeAccountingSource, SiteConfig, SlurmRestSource,
-    SourceConfig, SwfSource, UserKeyRule,
+    PbsAccountingSource, QueueConfig, SacctSource, SgeAccountingSource, SiteConfig,
+    SlurmRestSource, SourceConfig, SwfSource, UserKeyRule,
 };
 
 /// The commented example configuration, with every default.

@@ -39,6 +39,10 @@ pub struct SiteConfig {
     /// bytes; keep it: keys made under another secret match nobody's earlier jobs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_key_secret_env: Option<String>,
+    /// Limits of the site's queues (`[[sites.queues]]`). A limit stated here wins over
+    /// what the source learns (slurmrestd's partitions); one left out is learnt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<QueueConfig>,
 }
 
 /// How user names are stored (see [`SiteConfig::user_key`]).
@@ -50,6 +54,40 @@ pub enum UserKeyRule {
     Name,
     /// A keyed hash of it.
     Hmac,
+}
+
+/// One `[[sites.queues]]` table: a queue's limits as the operator states them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// The queue's (partition's) name.
+    pub name: String,
+    /// Most nodes one job may ask for.
+    #[serde(default)]
+    pub max_nodes: Option<i64>,
+    /// Longest walltime accepted, seconds.
+    #[serde(default)]
+    pub max_walltime_s: Option<i64>,
+    /// Nodes the queue's jobs can reach in all (the partition's or the machine's).
+    #[serde(default)]
+    pub total_nodes: Option<i64>,
+}
+
+impl QueueConfig {
+    /// What is wrong with the table, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        crate::service::check_name(&self.name).map_err(|e| format!("name: {e}"))?;
+        for (field, v) in [
+            ("max_nodes", self.max_nodes),
+            ("max_walltime_s", self.max_walltime_s),
+            ("total_nodes", self.total_nodes),
+        ] {
+            if v.is_some_and(|v| v < 1) {
+                return Err(format!("{field} must be at least 1"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One scheduler interface, selected by `type`.

@@ -59,11 +59,18 @@ impl ScopeMarker for Admin {
 }
 
 /// The bearer token of a request: `None` without an `Authorization` header, an error
-/// when the header is there but not a bearer token.
+/// when the header is there but not a bearer token, or is there more than once (which
+/// one counts would be a guess: a proxy may read the other).
 fn bearer(parts: &Parts) -> Result<Option<&str>, ApiError> {
-    let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+    let mut all = parts.headers.get_all(header::AUTHORIZATION).iter();
+    let Some(value) = all.next() else {
         return Ok(None);
     };
+    if all.next().is_some() {
+        return Err(ApiError::BadRequest(
+            "the request carries more than one Authorization header; send one".into(),
+        ));
+    }
     let text = value
         .to_str()
         .map_err(|_| ApiError::Unauthorized("the Authorization header is not text"))?;

@@ -21,6 +21,7 @@ use crate::engine::{
     Status,
 };
 use crate::service::AppState;
+use crate::service::predictors::Exceeded;
 use crate::store::Store;
 
 /// The routes of this resource.
@@ -55,6 +56,33 @@ pub enum AnswerStatus {
     /// The queue may be down (no release for unusually long); no number until the next
     /// job starts.
     MaybeDown,
+    /// The job asks for more than the queue or machine allows (`limit` says which): it
+    /// would never start there, so no number is given.
+    ExceedsLimits,
+}
+
+/// A limit a job exceeds.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LimitView {
+    /// `max_nodes` (most nodes one job may ask for), `total_nodes` (the nodes the queue
+    /// reaches in all) or `max_walltime` (longest walltime accepted).
+    pub name: String,
+    /// The limit: nodes, or seconds for `max_walltime`.
+    pub value: i64,
+    /// What the job asks for, in the same unit.
+    pub asked: u64,
+    /// The limit in words.
+    pub detail: String,
+}
+
+/// The view of an exceeded limit of `queue`.
+pub fn limit_view(queue: &str, e: Exceeded) -> LimitView {
+    LimitView {
+        name: e.limit.as_str().to_string(),
+        value: e.value,
+        asked: e.asked,
+        detail: e.describe(queue),
+    }
 }
 
 impl From<Status> for AnswerStatus {
@@ -181,6 +209,9 @@ pub struct BoundView {
     pub confidence: f64,
     /// `ok` when `bound_s` is given.
     pub status: AnswerStatus,
+    /// The limit the job exceeds (`status` is `exceeds_limits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitView>,
     /// With probability `confidence`, a job of this shape submitted at `as_of` waits
     /// at most this many seconds with probability `quantile`.
     pub bound_s: Option<u64>,
@@ -206,6 +237,7 @@ fn bound_view(site: &str, queue: &str, shape: JobShape, a: BoundAnswer) -> Bound
         quantile: a.quantile,
         confidence: a.confidence,
         status: a.status.into(),
+        limit: None,
         bound: a
             .bound_s
             .map(|b| format_walltime(i64::try_from(b).unwrap_or(i64::MAX))),
@@ -215,6 +247,27 @@ fn bound_view(site: &str, queue: &str, shape: JobShape, a: BoundAnswer) -> Bound
         state: a.state.map(state_view),
         as_of: format_time(a.at),
     }
+}
+
+/// `v` without its number when the job exceeds one of the queue's limits.
+fn bound_within(mut v: BoundView, exceeded: Option<Exceeded>) -> BoundView {
+    if let Some(e) = exceeded {
+        v.status = AnswerStatus::ExceedsLimits;
+        v.limit = Some(limit_view(&v.queue, e));
+        (v.bound_s, v.bound, v.cluster, v.history_size) = (None, None, None, 0);
+    }
+    v
+}
+
+/// The limit of `site`/`queue` a job of `shape` exceeds, as the live predictors last
+/// saw the queue's limits.
+fn exceeded<S: Store>(
+    state: &AppState<S>,
+    site: &str,
+    queue: &str,
+    shape: JobShape,
+) -> Option<Exceeded> {
+    state.predictors.limits(site, queue)?.exceeded(shape)
 }
 
 /// A queue's probability of starting a job by a deadline.
@@ -237,6 +290,9 @@ pub struct DeadlineView {
     pub confidence: f64,
     /// `ok` when `probability` is given.
     pub status: AnswerStatus,
+    /// The limit the job exceeds (`status` is `exceeds_limits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitView>,
     /// With probability `confidence`, a job of this shape submitted at `as_of` starts
     /// within `deadline_s` with at least this probability.
     pub probability: Option<f64>,
@@ -261,6 +317,7 @@ fn deadline_view(site: &str, queue: &str, shape: JobShape, a: ProbabilityAnswer)
         deadline: format_time(a.at.saturating_add(a.deadline_s as i64)),
         confidence: a.confidence,
         status: a.status.into(),
+        limit: None,
         probability: a.probability,
         cluster: a.cluster.map(cluster_view),
         history_size: a.history,
@@ -361,8 +418,8 @@ pub type BoundsQuery = BoundQuery;
 /// Every queue's bound for one job, best first.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct BoundsResponse {
-    /// Queues with a bound, smallest first; then the others, by site and queue.
-    /// Queues whose known limits the job exceeds are left out.
+    /// Queues with a bound, smallest first; then the others, by site and queue —
+    /// among them the queues whose known limits the job exceeds (`exceeds_limits`).
     pub bounds: Vec<BoundView>,
 }
 
@@ -537,7 +594,11 @@ pub async fn get_bound<S: Store>(
         })
     })
     .await?;
-    Ok(axum::Json(bound_view(&site, &queue, shape, a)))
+    let v = bound_view(&site, &queue, shape, a);
+    Ok(axum::Json(bound_within(
+        v,
+        exceeded(&state, &site, &queue, shape),
+    )))
 }
 
 /// A deadline: a duration from `as_of`, or a time.
@@ -606,7 +667,13 @@ pub async fn get_deadline<S: Store>(
         })
     })
     .await??;
-    Ok(axum::Json(deadline_view(&site, &queue, shape, answer)))
+    let mut v = deadline_view(&site, &queue, shape, answer);
+    if let Some(e) = exceeded(&state, &site, &queue, shape) {
+        v.status = AnswerStatus::ExceedsLimits;
+        v.limit = Some(limit_view(&queue, e));
+        (v.probability, v.cluster, v.history_size) = (None, None, 0);
+    }
+    Ok(axum::Json(v))
 }
 
 /// A queue's clusters (service classes) with their current 0.95/0.95 bounds.
@@ -681,10 +748,10 @@ pub async fn list_bounds<S: Store>(
     let mut bounds: Vec<BoundView> = p
         .queues()
         .into_iter()
-        .filter(|(s, q)| p.limits(s, q).is_some_and(|l| l.admits(shape)))
         .filter_map(|(s, q)| {
             let (a, _) = p.bound(&s, &q, shape, quantile, confidence)?;
-            Some(bound_view(&s, &q, shape, a))
+            let over = p.limits(&s, &q).and_then(|l| l.exceeded(shape));
+            Some(bound_within(bound_view(&s, &q, shape, a), over))
         })
         .collect();
     best_first(&mut bounds);
@@ -769,7 +836,10 @@ pub async fn post_bounds<S: Store>(
                         .bound(&q.site, &q.queue, shape, quantile, confidence)
                 })
                 .await
-                .map(|(a, _)| bound_view(&q.site, &q.queue, shape, a))
+                .map(|(a, _)| {
+                    let v = bound_view(&q.site, &q.queue, shape, a);
+                    bound_within(v, exceeded(&state, &q.site, &q.queue, shape))
+                })
             }
             _ => Err(ApiError::Invalid(errors)),
         };

@@ -97,6 +97,9 @@ pub enum ApiError {
         /// The co-allocation's reservation index at fault.
         reservation: Option<usize>,
     },
+    /// The request asks for more than the queue or machine allows (422): each
+    /// offending field with the limit named.
+    ExceedsLimits(Vec<FieldError>),
     /// The body is larger than the configured limit (413).
     PayloadTooLarge(String),
     /// The body is not JSON (415).
@@ -123,7 +126,9 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::NoPlan { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::NoPlan { .. } | ApiError::ExceedsLimits(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -161,6 +166,20 @@ impl ApiError {
                 best_submit_at: best_submit_at.map(crate::service::format_unix),
                 reservation: *reservation,
             },
+            ApiError::ExceedsLimits(errors) => Problem {
+                kind: "urn:qbets:problem:exceeds-limits".into(),
+                title: "Beyond the queue's limits".into(),
+                status: status.as_u16(),
+                detail: errors
+                    .iter()
+                    .map(|e| e.detail.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                errors: errors.clone(),
+                best_probability: None,
+                best_submit_at: None,
+                reservation: None,
+            },
             ApiError::Invalid(errors) => Problem {
                 kind: "urn:qbets:problem:invalid-parameters".into(),
                 title: "Invalid parameters".into(),
@@ -182,6 +201,9 @@ impl ApiError {
             | ApiError::UnsupportedMediaType(d)
             | ApiError::BadGateway(d) => plain(d.clone()),
             ApiError::Unauthorized(why) => plain((*why).to_string()),
+            ApiError::Forbidden(Scope::Admin) => {
+                plain("this needs a token with scope admin".into())
+            }
             ApiError::Forbidden(scope) => {
                 plain(format!("this needs a token with scope {scope} (or admin)"))
             }

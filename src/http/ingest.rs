@@ -107,6 +107,21 @@ pub struct JobsOut {
     pub rejected: usize,
     /// Each record kept aside, and why.
     pub rejects: Vec<RecordRejectView>,
+    /// Records of a job that a later record of the same job in this request replaces:
+    /// the last record of each job is the one stored, the earlier ones are named here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub superseded: Vec<SupersededView>,
+}
+
+/// A record replaced by a later one of the same job in the same request.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SupersededView {
+    /// Its position in the request (as in `rejects`).
+    pub record: usize,
+    /// The job it is a record of.
+    pub job_id: String,
+    /// The position of the later record that is stored instead.
+    pub by: usize,
 }
 
 /// The documented shape of a push body, for the OpenAPI document ([`PushBody`] reads
@@ -320,6 +335,14 @@ fn parse_record(raw: &str) -> Result<JobIn, (Option<String>, String)> {
     if !value.is_object() {
         return Err((None, "a record must be a JSON object".into()));
     }
+    // The tree keeps the last of a repeated key, which would hide the first value (the
+    // direct read above refuses it): named, as a repeated top-level `jobs` is.
+    if let Ok(Entries(entries)) = serde_json::from_str::<Entries>(raw) {
+        let mut seen = std::collections::HashSet::new();
+        if let Some((key, _)) = entries.iter().find(|(k, _)| !seen.insert(k.as_str())) {
+            return Err((Some(key.clone()), "is given more than once".into()));
+        }
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let reason = e.inner().to_string();
         match field_at_fault(&e.path().to_string(), &reason) {
@@ -467,6 +490,7 @@ pub async fn post_jobs<S: Store>(
     let received = body.records.len();
     let now = state.clock.now();
     let mut records = Vec::with_capacity(received);
+    let mut positions = Vec::with_capacity(received);
     let mut rejects = Vec::new();
     let mut views = Vec::new();
     for (n, range) in body.records {
@@ -486,7 +510,10 @@ pub async fn post_jobs<S: Store>(
                 None => r.checked(now).map_err(|e| vec![(None, e)]),
             });
         match result {
-            Ok(r) => records.push(r),
+            Ok(r) => {
+                records.push(r);
+                positions.push(n);
+            }
             Err(errors) => {
                 let reason = errors
                     .iter()
@@ -511,6 +538,24 @@ pub async fn post_jobs<S: Store>(
             }
         }
     }
+    // The same job twice: the last record wins (the store keeps one row a job); the
+    // earlier ones are reported, not dropped in silence.
+    let mut last: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        last.insert(r.job_id.as_str(), i);
+    }
+    let superseded: Vec<SupersededView> = records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let l = last[r.job_id.as_str()];
+            (l != i).then(|| SupersededView {
+                record: positions[i],
+                job_id: r.job_id.clone(),
+                by: positions[l],
+            })
+        })
+        .collect();
     let out = ingest(
         &state.store,
         &state.predictors,
@@ -541,6 +586,7 @@ pub async fn post_jobs<S: Store>(
         changed: out.changed as usize,
         rejected: out.rejected as usize,
         rejects: views,
+        superseded,
     }))
 }
 

@@ -193,7 +193,19 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::Internal("a handler panicked".into()).into_response()
 }
 
+/// CORS for the configured origins. With none (or none valid), nothing at all: not even
+/// a preflight's allowed methods and headers, which would advertise the API to pages
+/// that may not use it.
 fn cors(origins: &[String]) -> CorsLayer {
+    let list: Vec<HeaderValue> = origins
+        .iter()
+        .filter(|o| o.as_str() != "*")
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
+    let any = origins.iter().any(|o| o == "*");
+    if !any && list.is_empty() {
+        return CorsLayer::new();
+    }
     let base = CorsLayer::new()
         .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
         .allow_headers([
@@ -201,13 +213,9 @@ fn cors(origins: &[String]) -> CorsLayer {
             header::CONTENT_TYPE,
             HeaderName::from_static("idempotency-key"),
         ]);
-    if origins.iter().any(|o| o == "*") {
+    if any {
         base.allow_origin(AllowOrigin::any())
     } else {
-        let list: Vec<HeaderValue> = origins
-            .iter()
-            .filter_map(|o| HeaderValue::from_str(o).ok())
-            .collect();
         base.allow_origin(AllowOrigin::list(list))
     }
 }

@@ -620,11 +620,14 @@ fn parse_varq(
     })
 }
 
-/// The oracle of a site's queue at the site's instant (404 when either is unknown).
+/// The oracle of a site's queue at the site's instant (404 when either is unknown; 422
+/// naming the limit when `req` asks for more nodes or walltime than the queue or the
+/// machine allows, before anything is planned or submitted).
 async fn oracle<S: Store>(
     state: &AppState<S>,
     site: &str,
     queue: &str,
+    req: Option<&VarqRequest>,
 ) -> ApiResult<PredictorOracle> {
     let s = state
         .store
@@ -635,6 +638,16 @@ async fn oracle<S: Store>(
         state.store.queue(s.id, queue).await?.ok_or_else(|| {
             ApiError::NotFound(format!("site {site:?} has no queue named {queue:?}"))
         })?;
+    let shape = req.map(|req| crate::engine::JobShape {
+        nodes: u64::from(req.nodes),
+        walltime_s: req.walltime_s,
+    });
+    if let Some(e) = shape.and_then(|s| crate::service::predictors::QueueLimits::of(&q).exceeded(s))
+    {
+        return Err(ApiError::ExceedsLimits(vec![
+            super::error::FieldError::new(e.field(), e.describe(queue)),
+        ]));
+    }
     let last = match s.kind {
         crate::store::SiteKind::Archive => state.store.site_last_event(s.id).await?,
         crate::store::SiteKind::Live => None,
@@ -705,7 +718,7 @@ async fn varq_decision(
         (status = 200, description = "The plan and its probability trajectory", body = VarqPlanOut),
         (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "No submission time meets the probability: the best reachable and when", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No submission time meets the probability (the best reachable and when), or the request exceeds the queue's limits (named)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn post_varq_plan<S: Store>(
@@ -728,7 +741,7 @@ pub async fn post_varq_plan<S: Store>(
     );
     fields.finish()?;
     let parsed = parsed.ok_or_else(|| ApiError::BadRequest("invalid request".into()))?;
-    let oracle = oracle(&state, &parsed.site, &parsed.queue).await?;
+    let oracle = oracle(&state, &parsed.site, &parsed.queue, Some(&parsed.req)).await?;
     let as_of = oracle.now();
     let (plan, trajectory) = varq_decision(&parsed, oracle).await?;
     Ok(Json(VarqPlanOut {
@@ -854,7 +867,7 @@ async fn replayed_coallocation<S: Store>(
         (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The site takes no reservations (no submit target), or the Idempotency-Key was used for other parameters", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "No submission time meets the probability", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No submission time meets the probability, or the request exceeds the queue's limits (named)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -908,7 +921,7 @@ pub async fn post_reservation<S: Store>(
     {
         return replayed(&state, existing, &request, k).await;
     }
-    let oracle = oracle(&state, &parsed.site, &parsed.queue).await?;
+    let oracle = oracle(&state, &parsed.site, &parsed.queue, Some(&parsed.req)).await?;
     if state.submitters.get(&parsed.site).is_none() {
         return Err(ApiError::Conflict(format!(
             "site {:?} takes no reservations: it has no submit target ([[sites]] with [sites.submit] in the configuration)",
@@ -1186,7 +1199,9 @@ async fn candidate_oracles<S: Store>(
 ) -> ApiResult<Vec<PredictorOracle>> {
     let mut oracles = Vec::new();
     for (site, queue) in &co.candidates {
-        oracles.push(oracle(state, site, queue).await?);
+        // Each candidate's limits bound its own trajectory (a reservation beyond them
+        // may fit another candidate), so no refusal here.
+        oracles.push(oracle(state, site, queue, None).await?);
     }
     Ok(oracles)
 }

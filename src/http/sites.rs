@@ -98,6 +98,10 @@ pub struct QueueView {
     pub max_walltime: Option<String>,
     /// Most nodes a job may ask for, when known.
     pub max_nodes: Option<i64>,
+    /// Nodes the queue's jobs can reach in all (the partition's or the machine's), when
+    /// known. A job asking for more than this or `max_nodes`, or for a walltime above
+    /// `max_walltime_s`, gets no bound (`exceeds_limits`).
+    pub total_nodes: Option<i64>,
     /// Jobs whose wait is known (they have started): the history bounds are drawn from.
     pub history_size: i64,
     /// Stored jobs, started or not.
@@ -285,6 +289,9 @@ pub struct QueueIn {
     /// Most nodes a job may ask for.
     #[schema(minimum = 1, maximum = 100000000)]
     pub max_nodes: Option<i64>,
+    /// Nodes the queue's jobs can reach in all (the partition's or the machine's).
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub total_nodes: Option<i64>,
 }
 
 /// A live site to create, with queues to add or update.
@@ -372,6 +379,7 @@ fn queue_view(
         name: q.queue.name,
         max_walltime_s: q.queue.max_walltime_s,
         max_nodes: q.queue.max_nodes,
+        total_nodes: q.queue.total_nodes,
         history_size: q.started,
         jobs: q.jobs,
         last_release: q.last_release.map(format_time),
@@ -459,10 +467,16 @@ pub async fn put_site<S: Store>(
                 .map_err(|e| fields.refuse(&format!("queues[{i}].max_nodes"), e))
                 .ok()
         });
+        let total_nodes = q.total_nodes.and_then(|n| {
+            positive(&n.to_string(), super::params::MAX_NODES)
+                .map_err(|e| fields.refuse(&format!("queues[{i}].total_nodes"), e))
+                .ok()
+        });
         queues.push(NewQueue {
             name: q.name.clone(),
             max_walltime_s,
             max_nodes,
+            total_nodes,
         });
     }
     fields.finish()?;

@@ -143,6 +143,7 @@ impl Demo {
                         name: spec.name.clone(),
                         max_walltime_s: spec.max_requested,
                         max_nodes: spec.max_procs.map(i64::from),
+                        total_nodes: None,
                     },
                 )
                 .await?;

@@ -255,7 +255,23 @@ pub async fn import_trace<S: Store>(
             "the header gives no UnixStartTime: times count from 1970-01-01T00:00:00Z".into(),
         );
     }
+    if trace.wide_lines > 0 {
+        summary.notes.push(format!(
+            "{} job lines have more than SWF's 18 fields (a variant such as MetaCentrum/Alea's 21): the first 18 of each were read",
+            trace.wide_lines
+        ));
+    }
 
+    let machine = [trace.header.max_procs, trace.header.max_nodes]
+        .into_iter()
+        .flatten()
+        .filter(|&n| n > 0)
+        .max();
+    if let Some(n) = machine {
+        summary.notes.push(format!(
+            "the header gives the machine {n} processors: each queue's total_nodes is {n}, and a job asking for more gets no bound (exceeds_limits)"
+        ));
+    }
     for rec in &trace.records {
         summary.records += 1;
         let number = trace.queue_of(field, rec);
@@ -271,6 +287,10 @@ pub async fn import_trace<S: Store>(
                             name: name.clone(),
                             max_walltime_s: None,
                             max_nodes: None,
+                            // The machine's size from the header (issue 22): jobs
+                            // count processors, so MaxProcs; MaxNodes where it is
+                            // larger (never the tighter of two units).
+                            total_nodes: machine,
                         },
                     )
                     .await?;

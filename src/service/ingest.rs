@@ -21,12 +21,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::{SiteConfig, SourceConfig};
+use crate::config::{QueueConfig, SiteConfig, SourceConfig};
 use crate::sources::pbs::PbsFollower;
 use crate::sources::sacct::SacctRunner;
 use crate::sources::sge::SgeFollower;
 use crate::sources::slurm_poll::SlurmRestPoller;
-use crate::sources::{Batch, JobRecord, RecordReject, Source, SourceError};
+use crate::sources::{Batch, JobRecord, QueueLimitsSeen, RecordReject, Source, SourceError};
 use crate::store::{
     Job, JobState, NewJob, NewQueue, NewReject, NewSite, Queue, Site, SiteKind, SourceProgress,
     Store, StoreError,
@@ -105,6 +105,7 @@ pub async fn ingest<S: Store>(
                                 name: r.queue.clone(),
                                 max_walltime_s: None,
                                 max_nodes: None,
+                                total_nodes: None,
                             },
                         )
                         .await?
@@ -260,6 +261,78 @@ pub struct SourceTask<S: Store> {
     pub max_backoff: Duration,
     /// Completes (changes) when the service stops.
     pub shutdown: watch::Receiver<bool>,
+    /// The queues' limits the configuration states (`[[sites.queues]]`): they win
+    /// over the limits the source learns.
+    pub stated: Vec<QueueConfig>,
+}
+
+/// Stores the limits a source read for its site's queues (creating the queues), except
+/// those `stated` in the configuration, and hands them to the predictors. A queue whose
+/// stored limits already say the same is not written.
+pub async fn learn_limits<S: Store>(
+    store: &S,
+    predictors: &Predictors,
+    site: &Site,
+    seen: &[QueueLimitsSeen],
+    stated: &[QueueConfig],
+) -> Result<(), StoreError> {
+    for l in seen {
+        if super::check_name(&l.queue).is_err() {
+            continue;
+        }
+        let by_config = stated.iter().find(|q| q.name == l.queue);
+        let unless = |stated: Option<i64>, learnt: Option<i64>| match stated {
+            Some(_) => None,
+            None => learnt,
+        };
+        let want = NewQueue {
+            name: l.queue.clone(),
+            max_nodes: unless(by_config.and_then(|q| q.max_nodes), l.max_nodes),
+            max_walltime_s: unless(by_config.and_then(|q| q.max_walltime_s), l.max_walltime_s),
+            total_nodes: unless(by_config.and_then(|q| q.total_nodes), l.total_nodes),
+        };
+        let stored = store.queue(site.id, &l.queue).await?;
+        let news = |have: Option<i64>, learnt: Option<i64>| learnt.is_some() && learnt != have;
+        let write = match &stored {
+            None => true,
+            Some(q) => {
+                news(q.max_nodes, want.max_nodes)
+                    || news(q.max_walltime_s, want.max_walltime_s)
+                    || news(q.total_nodes, want.total_nodes)
+            }
+        };
+        if write {
+            let q = store.upsert_queue(site.id, &want).await?;
+            tracing::info!(site = %site.name, queue = %q.name, max_nodes = ?q.max_nodes, max_walltime_s = ?q.max_walltime_s, total_nodes = ?q.total_nodes, "queue limits learnt");
+            predictors.register(site, &q);
+        }
+    }
+    Ok(())
+}
+
+/// Stores the queues' limits the configuration states and hands them to the
+/// predictors.
+pub async fn state_limits<S: Store>(
+    store: &S,
+    predictors: &Predictors,
+    site: &Site,
+    stated: &[QueueConfig],
+) -> Result<(), StoreError> {
+    for c in stated {
+        let q = store
+            .upsert_queue(
+                site.id,
+                &NewQueue {
+                    name: c.name.clone(),
+                    max_nodes: c.max_nodes,
+                    max_walltime_s: c.max_walltime_s,
+                    total_nodes: c.total_nodes,
+                },
+            )
+            .await?;
+        predictors.register(site, &q);
+    }
+    Ok(())
 }
 
 /// Runs one source until shutdown (see the module's description).
@@ -272,6 +345,7 @@ pub async fn run_source<S: Store, Src: Source>(task: SourceTask<S>, mut source: 
         name,
         max_backoff,
         mut shutdown,
+        stated,
     } = task;
     let kind = source.kind();
     let mut failures: u32 = 0;
@@ -290,6 +364,7 @@ pub async fn run_source<S: Store, Src: Source>(task: SourceTask<S>, mut source: 
             &name,
             &mut source,
             &mut unrecorded,
+            &stated,
         )
         .await;
         let wait = match result {
@@ -329,6 +404,10 @@ pub async fn run_source<S: Store, Src: Source>(task: SourceTask<S>, mut source: 
 }
 
 /// One poll: cursor, read, write, new cursor. `Ok(true)` when more is ready at once.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the poller's loop state, passed as it is kept"
+)]
 async fn poll_once<S: Store, Src: Source>(
     store: &S,
     predictors: &Predictors,
@@ -337,6 +416,7 @@ async fn poll_once<S: Store, Src: Source>(
     name: &str,
     source: &mut Src,
     unrecorded: &mut Option<(i64, String)>,
+    stated: &[QueueConfig],
 ) -> Result<bool, SourceError> {
     let state = store
         .source_state(site.id, name)
@@ -367,6 +447,9 @@ async fn poll_once<S: Store, Src: Source>(
     )
     .await
     .map_err(|e| SourceError(format!("store: {e}")))?;
+    learn_limits(store, predictors, site, &batch.limits, stated)
+        .await
+        .map_err(|e| SourceError(format!("store: {e}")))?;
     // Everything the source knew when the poll began is stored (an empty batch says as
     // much) — unless it read only part of what it has (a file read in pieces): the
     // rest may hold starts of jobs still pending here.
@@ -489,6 +572,18 @@ pub async fn spawn_sources<S: Store>(
             reason,
         })?;
         predictors.set_user_keys(&site.name, keys);
+        if let Some((i, e)) = cfg
+            .queues
+            .iter()
+            .enumerate()
+            .find_map(|(i, q)| q.check().err().map(|e| (i, e)))
+        {
+            return Err(StartError::Source {
+                site: cfg.name.clone(),
+                reason: format!("queues[{i}]: {e}"),
+            });
+        }
+        state_limits(store, &predictors, &site, &cfg.queues).await?;
         let task = SourceTask {
             store: store.clone(),
             predictors: predictors.clone(),
@@ -497,6 +592,7 @@ pub async fn spawn_sources<S: Store>(
             name: cfg.source.kind().to_string(),
             max_backoff: MAX_BACKOFF,
             shutdown: shutdown.clone(),
+            stated: cfg.queues.clone(),
         };
         let bad = |e: SourceError| StartError::Source {
             site: cfg.name.clone(),

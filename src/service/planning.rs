@@ -40,7 +40,12 @@ impl PredictorOracle {
         let limit = |l: Option<i64>| l.map(|m| m.max(0) as u64);
         Self {
             max_walltime_s: limit(queue.max_walltime_s),
-            max_nodes: limit(queue.max_nodes),
+            // The nodes a job may ask for: the per-job limit, or all the queue
+            // reaches, whichever is fewer.
+            max_nodes: match (limit(queue.max_nodes), limit(queue.total_nodes)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
             ..Self::new(predictor, now)
         }
     }

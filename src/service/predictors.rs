@@ -207,20 +207,118 @@ pub struct QueueLimits {
     pub max_walltime_s: Option<i64>,
     /// Most nodes a job may ask for.
     pub max_nodes: Option<i64>,
+    /// Nodes the queue's jobs can reach in all (the partition's or the machine's).
+    pub total_nodes: Option<i64>,
+}
+
+/// Which limit a job exceeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The most nodes one job may ask for (`max_nodes`).
+    MaxNodes,
+    /// The nodes the queue reaches in all (`total_nodes`).
+    TotalNodes,
+    /// The longest walltime accepted (`max_walltime`).
+    MaxWalltime,
+}
+
+impl Limit {
+    /// The limit's name, as the API and the configuration spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::MaxNodes => "max_nodes",
+            Limit::TotalNodes => "total_nodes",
+            Limit::MaxWalltime => "max_walltime",
+        }
+    }
+}
+
+/// A limit a job exceeds, with the limit's value and what the job asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exceeded {
+    /// Which limit.
+    pub limit: Limit,
+    /// The limit's value (nodes, or seconds for `max_walltime`).
+    pub value: i64,
+    /// What the job asks for (nodes, or seconds).
+    pub asked: u64,
+}
+
+impl Exceeded {
+    /// The request field the limit speaks of: `nodes` or `walltime`.
+    pub fn field(&self) -> &'static str {
+        match self.limit {
+            Limit::MaxNodes | Limit::TotalNodes => "nodes",
+            Limit::MaxWalltime => "walltime",
+        }
+    }
+
+    /// A sentence naming the limit, for people.
+    pub fn describe(&self, queue: &str) -> String {
+        let hms = |s: i64| {
+            let s = s.max(0);
+            let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3_600, s % 3_600 / 60, s % 60);
+            if d > 0 {
+                format!("{d}-{h:02}:{m:02}:{sec:02}")
+            } else {
+                format!("{h:02}:{m:02}:{sec:02}")
+            }
+        };
+        match self.limit {
+            Limit::MaxNodes => format!(
+                "queue {queue:?} gives a job at most {} nodes (max_nodes); {} asked for",
+                self.value, self.asked
+            ),
+            Limit::TotalNodes => format!(
+                "queue {queue:?} reaches {} nodes in all (total_nodes); {} asked for",
+                self.value, self.asked
+            ),
+            Limit::MaxWalltime => format!(
+                "queue {queue:?} accepts at most {} of walltime (max_walltime); {} asked for",
+                hms(self.value),
+                hms(i64::try_from(self.asked).unwrap_or(i64::MAX))
+            ),
+        }
+    }
 }
 
 impl QueueLimits {
-    fn of(queue: &Queue) -> Self {
+    /// The limits stored for `queue`.
+    pub fn of(queue: &Queue) -> Self {
         Self {
             max_walltime_s: queue.max_walltime_s,
             max_nodes: queue.max_nodes,
+            total_nodes: queue.total_nodes,
         }
     }
 
     /// Whether a job of `shape` fits (unknown limits admit everything).
     pub fn admits(&self, shape: JobShape) -> bool {
-        let within = |limit: Option<i64>, v: u64| limit.is_none_or(|l| v <= l.max(0) as u64);
-        within(self.max_nodes, shape.nodes) && within(self.max_walltime_s, shape.walltime_s)
+        self.exceeded(shape).is_none()
+    }
+
+    /// The first limit a job of `shape` exceeds (nodes before walltime, the tighter
+    /// node limit first), or `None` when it fits or the limits are unknown.
+    pub fn exceeded(&self, shape: JobShape) -> Option<Exceeded> {
+        let over = |limit: Limit, value: Option<i64>, asked: u64| {
+            value
+                .filter(|&v| asked > v.max(0) as u64)
+                .map(|value| Exceeded {
+                    limit,
+                    value,
+                    asked,
+                })
+        };
+        let mut nodes = [
+            over(Limit::MaxNodes, self.max_nodes, shape.nodes),
+            over(Limit::TotalNodes, self.total_nodes, shape.nodes),
+        ];
+        nodes.sort_by_key(|e| e.map_or(i64::MAX, |e| e.value));
+        nodes
+            .into_iter()
+            .flatten()
+            .next()
+            .or_else(|| over(Limit::MaxWalltime, self.max_walltime_s, shape.walltime_s))
     }
 }
 

@@ -183,6 +183,13 @@ pub async fn cancel_remote<S: Store>(
         // No submitter (any more): nothing this service submitted there can be reached.
         return Ok(());
     };
+    if r.remote_job_id.is_none() && r.submit_attempted_at.is_none() {
+        // Never submitted: no remote job can carry its id. (Asking anyway left a
+        // reservation cancelled while planned at an unreachable scheduler retried, and
+        // logged, for ever.) A flag left by an earlier version is cleared.
+        store.set_remote_cleanup(r.id, false).await?;
+        return Ok(());
+    }
     store.set_remote_cleanup(r.id, true).await?;
     let mut live: Vec<String> = sub
         .find(&r.request.uid)
@@ -569,6 +576,9 @@ impl<S: Store> Executor<S> {
             command: r.request.command.clone(),
             mode: r.request.run_mode,
         };
+        // Kept before the scheduler is asked: from here on a remote job may exist even
+        // if this process dies before it records one, so a cancel must look for it.
+        self.store.mark_submit_attempt(r.id, now).await?;
         let job_id = match sub.submit(&request).await {
             Ok(id) => id,
             Err(e) if e.is_transient() => return Err(e.into()),

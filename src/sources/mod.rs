@@ -136,6 +136,23 @@ pub struct Batch {
     /// is closed by the poller (`crate::service::ingest`) instead of staying pending
     /// for ever.
     pub listed: Option<std::collections::HashSet<String>>,
+    /// Queues' limits as the scheduler states them (slurmrestd's partitions), when
+    /// this poll read them: stored (where `[[sites.queues]]` does not state them) so
+    /// that a job beyond them gets no bound.
+    pub limits: Vec<QueueLimitsSeen>,
+}
+
+/// A queue's limits as its scheduler states them; `None` where it states none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueLimitsSeen {
+    /// The queue (partition).
+    pub queue: String,
+    /// Most nodes one job may ask for.
+    pub max_nodes: Option<i64>,
+    /// Longest walltime accepted, seconds.
+    pub max_walltime_s: Option<i64>,
+    /// Nodes the queue's jobs can reach in all.
+    pub total_nodes: Option<i64>,
 }
 
 impl Batch {

@@ -136,7 +136,12 @@ pub struct SlurmRestPoller {
     interval: Duration,
     timeout: Duration,
     seen_rejects: HashSet<String>,
+    /// When the partitions' limits were last read (Unix seconds).
+    limits_read_at: Option<i64>,
 }
+
+/// Seconds between reads of the partitions' limits (they change rarely).
+pub const LIMITS_EVERY_S: i64 = 600;
 
 impl SlurmRestPoller {
     /// A poller with the client these settings describe.
@@ -147,6 +152,7 @@ impl SlurmRestPoller {
             // The client's own timeout fires first; this one covers the whole poll.
             timeout: Duration::from_secs(config.timeout_s.saturating_add(5)),
             seen_rejects: HashSet::new(),
+            limits_read_at: None,
         })
     }
 }
@@ -168,6 +174,28 @@ impl Source for SlurmRestPoller {
         let list = self.client.list_jobs().await.map_err(SourceError::new)?;
         let mut batch = read_list(&list, now, &mut self.seen_rejects);
         batch.cursor = Some(now.to_string());
+        if self
+            .limits_read_at
+            .is_none_or(|t| now.saturating_sub(t) >= LIMITS_EVERY_S)
+        {
+            // The limits are a help, not the job list: a failure to read them is
+            // logged and tried again next poll, and the poll goes on.
+            match self.client.partitions().await {
+                Ok(parts) => {
+                    self.limits_read_at = Some(now);
+                    batch.limits = parts
+                        .into_iter()
+                        .map(|p| super::QueueLimitsSeen {
+                            queue: p.name,
+                            max_nodes: p.max_nodes,
+                            max_walltime_s: p.max_time_s,
+                            total_nodes: p.total_nodes,
+                        })
+                        .collect();
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot read slurmrestd's partitions"),
+            }
+        }
         Ok(batch)
     }
 }

@@ -77,10 +77,11 @@ macro_rules! common_store_methods {
 
     async fn upsert_queue(&self, site_id: i64, queue: &NewQueue) -> StoreResult<Queue> {
         Ok(sqlx::query_as::<_, QueueRow>(concat!(
-            "INSERT INTO queues (site_id, name, max_walltime_s, max_nodes) VALUES ($1, $2, $3, $4) \
+            "INSERT INTO queues (site_id, name, max_walltime_s, max_nodes, total_nodes) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (site_id, name) DO UPDATE SET \
                max_walltime_s = COALESCE(EXCLUDED.max_walltime_s, queues.max_walltime_s), \
-               max_nodes = COALESCE(EXCLUDED.max_nodes, queues.max_nodes) \
+               max_nodes = COALESCE(EXCLUDED.max_nodes, queues.max_nodes), \
+               total_nodes = COALESCE(EXCLUDED.total_nodes, queues.total_nodes) \
              RETURNING ",
             queue_columns!()
         ))
@@ -88,6 +89,7 @@ macro_rules! common_store_methods {
         .bind(&queue.name)
         .bind(queue.max_walltime_s)
         .bind(queue.max_nodes)
+        .bind(queue.total_nodes)
         .fetch_one(&self.pool)
         .await
         .map_err(db_error)?
@@ -129,7 +131,7 @@ macro_rules! common_store_methods {
         let rows = sqlx::query_as::<_, QueueStatsRow>(
             // Each figure is answered from an index on (queue_id, …): counts walk one
             // queue's index range, maxima are a single probe.
-            "SELECT q.id, q.site_id, q.name, q.max_walltime_s, q.max_nodes, \
+            "SELECT q.id, q.site_id, q.name, q.max_walltime_s, q.max_nodes, q.total_nodes, \
                     (SELECT COUNT(*) FROM jobs j WHERE j.queue_id = q.id) AS jobs, \
                     (SELECT COUNT(*) FROM jobs j \
                       WHERE j.queue_id = q.id AND j.start_time IS NOT NULL) AS started, \
@@ -305,13 +307,32 @@ macro_rules! common_store_methods {
         convert(rows)
     }
 
-    async fn delete_token(&self, name: &str) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM api_tokens WHERE name = $1")
+    async fn delete_token(&self, name: &str, keep_reservations: bool) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let id: Option<i64> = sqlx::query_scalar("DELETE FROM api_tokens WHERE name = $1 RETURNING id")
             .bind(name)
-            .execute(&self.pool)
+            .fetch_optional(&mut *tx)
             .await
             .map_err(db_error)?;
-        Ok(done.rows_affected() > 0)
+        let Some(id) = id else {
+            return Ok(false);
+        };
+        if !keep_reservations {
+            let gone = super::revoked_owner(name, id);
+            for sql in [
+                "UPDATE reservations SET owner = $2 WHERE owner = $1",
+                "UPDATE coallocations SET owner = $2 WHERE owner = $1",
+            ] {
+                sqlx::query(sql)
+                    .bind(name)
+                    .bind(&gone)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+            }
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(true)
     }
 
     async fn rejects(&self, site_id: i64, after: i64, limit: i64) -> StoreResult<Vec<Reject>> {

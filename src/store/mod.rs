@@ -69,6 +69,12 @@ pub enum StoreError {
     Unavailable(String),
 }
 
+/// The owner a revoked token's reservations are left under: no token can be named so
+/// (names have no spaces or parentheses), so no later token inherits them.
+pub fn revoked_owner(name: &str, token_id: i64) -> String {
+    format!("{name} (revoked token {token_id})")
+}
+
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -164,6 +170,9 @@ pub struct Queue {
     pub max_walltime_s: Option<i64>,
     /// Most nodes a job may ask for, when known.
     pub max_nodes: Option<i64>,
+    /// Nodes the queue's jobs can reach in all (the partition's or the machine's), when
+    /// known: a job asking for more never runs there, whatever `max_nodes` says.
+    pub total_nodes: Option<i64>,
 }
 
 /// A queue to create or update. Limits given as `None` leave known limits unchanged.
@@ -175,6 +184,8 @@ pub struct NewQueue {
     pub max_walltime_s: Option<i64>,
     /// Most nodes a job may ask for.
     pub max_nodes: Option<i64>,
+    /// Nodes the queue's jobs can reach in all (the partition's or the machine's).
+    pub total_nodes: Option<i64>,
 }
 
 /// A queue with counts over its stored jobs.
@@ -741,8 +752,15 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Every token, by name.
     fn tokens(&self) -> impl Future<Output = StoreResult<Vec<ApiToken>>> + Send;
 
-    /// Deletes the token of this name; whether there was one.
-    fn delete_token(&self, name: &str) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// Deletes the token of this name; whether there was one. Its reservations and
+    /// co-allocations are detached from the name (their owner becomes
+    /// [`revoked_owner`]), so that a new token given the same name does not see them —
+    /// unless `keep_reservations` (an admin's decision) leaves them to the name.
+    fn delete_token(
+        &self,
+        name: &str,
+        keep_reservations: bool,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
 
     /// Keeps rejected records, each once (the same site, source, line and text). Returns
     /// how many were new.
@@ -862,6 +880,10 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Reservations whose remote job(s) are still to be cancelled, oldest first.
     fn remote_cleanups(&self) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
+
+    /// Records that an executor is about to submit the reservation's placeholder job.
+    fn mark_submit_attempt(&self, id: i64, at: i64)
+    -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Records an event that does not change the state.
     fn note_reservation(

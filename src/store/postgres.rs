@@ -15,8 +15,8 @@ use super::reservations::{
 };
 use super::rows::{
     JobChanges, JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow,
-    apply_bounds, convert, job_columns, job_kept_size, job_upsert_set, last_per_job, now_unix,
-    queue_columns, reject_columns, site_columns, token_columns,
+    apply_bounds, convert, job_columns, job_kept_size, job_not_older, job_stage, job_upsert_set,
+    last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
 };
 use super::sources::{source_columns, source_store_methods};
 use super::{
@@ -279,7 +279,7 @@ impl Store for PgStore {
             unnest_jobs!(),
             " ON CONFLICT (site_id, job_id) DO UPDATE SET ",
             job_upsert_set!(),
-            "WHERE (jobs.queue_id, jobs.submit_time, jobs.start_time, jobs.end_time, jobs.nodes, jobs.walltime_s, jobs.state) \
+            "WHERE ", job_not_older!(), " AND (jobs.queue_id, jobs.submit_time, jobs.start_time, jobs.end_time, jobs.nodes, jobs.walltime_s, jobs.state) \
                 IS DISTINCT FROM (EXCLUDED.queue_id, EXCLUDED.submit_time, COALESCE(EXCLUDED.start_time, jobs.start_time), \
                   COALESCE(EXCLUDED.end_time, jobs.end_time), ",
             job_kept_size!("nodes"), ", ", job_kept_size!("walltime_s"), ", EXCLUDED.state) \

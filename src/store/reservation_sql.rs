@@ -301,6 +301,16 @@ macro_rules! reservation_store_methods {
         Ok(())
     }
 
+    async fn mark_submit_attempt(&self, id: i64, at: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE reservations SET submit_attempted_at = $2 WHERE id = $1")
+            .bind(id)
+            .bind(at)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
     async fn release_lease(&self, id: i64, owner: &str) -> StoreResult<()> {
         sqlx::query(
             "UPDATE reservations SET lease_owner = NULL, lease_until = NULL \

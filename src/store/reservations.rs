@@ -106,6 +106,9 @@ pub struct Reservation {
     pub created_at: i64,
     /// Unix seconds.
     pub updated_at: i64,
+    /// When an executor last set out to submit its placeholder job (before asking the
+    /// scheduler); `None` with no `remote_job_id`: never submitted.
+    pub submit_attempted_at: Option<i64>,
 }
 
 /// One transition or note in a reservation's life.
@@ -248,7 +251,8 @@ macro_rules! reservation_columns {
         "id, uid, owner, site, queue, nodes, walltime_s, start_at, min_probability, confidence, \
          mode, step_s, command, run_mode, state, submit_at, advertised_walltime_s, probability, \
          at_risk, planned_at, remote_job_id, submitted_at, started_at, ended_at, lease_owner, \
-         lease_until, coallocation_id, coalloc_index, created_at, updated_at, on_failure"
+         lease_until, coallocation_id, coalloc_index, created_at, updated_at, on_failure, \
+         submit_attempted_at"
     };
 }
 /// Columns of `coallocations`.
@@ -292,6 +296,7 @@ pub(super) struct ReservationRow {
     created_at: i64,
     updated_at: i64,
     on_failure: String,
+    submit_attempted_at: Option<i64>,
 }
 
 pub(super) fn parse_state(s: &str) -> StoreResult<ReservationState> {
@@ -355,6 +360,7 @@ impl TryFrom<ReservationRow> for Reservation {
             coallocation: r.coallocation_id.zip(r.coalloc_index),
             created_at: r.created_at,
             updated_at: r.updated_at,
+            submit_attempted_at: r.submit_attempted_at,
         })
     }
 }

@@ -15,7 +15,7 @@ macro_rules! site_columns {
 /// Columns of `queues`.
 macro_rules! queue_columns {
     () => {
-        "id, site_id, name, max_walltime_s, max_nodes"
+        "id, site_id, name, max_walltime_s, max_nodes, total_nodes"
     };
 }
 /// Columns of `jobs`.
@@ -40,6 +40,36 @@ macro_rules! job_upsert_set {
          bound_status = CASE WHEN jobs.submit_time = EXCLUDED.submit_time THEN jobs.bound_status END, \
          nodes = ", job_kept_size!("nodes"), ", walltime_s = ", job_kept_size!("walltime_s"), ", \
          user_key = ", job_kept_size!("user_key"), ", state = EXCLUDED.state ")
+    };
+}
+/// The condition (for `DO UPDATE … WHERE`) that the record is not older news than the
+/// stored job ([`is_older`] in Rust): not an earlier submission, nor an earlier stage
+/// (0 pending, 1 started, 2 ended) of the same one.
+macro_rules! job_not_older {
+    () => {
+        concat!(
+            "(EXCLUDED.submit_time > jobs.submit_time OR (EXCLUDED.submit_time = jobs.submit_time AND ",
+            job_stage!("EXCLUDED"),
+            " >= ",
+            job_stage!("jobs"),
+            "))"
+        )
+    };
+}
+/// A job row's stage: 0 pending, 1 started, 2 ended ([`stage`] in Rust).
+macro_rules! job_stage {
+    ($t:literal) => {
+        concat!(
+            "(CASE WHEN ",
+            $t,
+            ".state IN ('completed', 'failed', 'cancelled') OR ",
+            $t,
+            ".end_time IS NOT NULL THEN 2 WHEN ",
+            $t,
+            ".state = 'running' OR ",
+            $t,
+            ".start_time IS NOT NULL THEN 1 ELSE 0 END)"
+        )
     };
 }
 /// A job's size column after an upsert: the first known for the same submission.
@@ -69,8 +99,8 @@ macro_rules! reject_columns {
     };
 }
 pub(super) use {
-    job_columns, job_kept_size, job_upsert_set, queue_columns, reject_columns, site_columns,
-    token_columns,
+    job_columns, job_kept_size, job_not_older, job_stage, job_upsert_set, queue_columns,
+    reject_columns, site_columns, token_columns,
 };
 
 #[derive(sqlx::FromRow)]
@@ -104,6 +134,7 @@ pub(super) struct QueueRow {
     name: String,
     max_walltime_s: Option<i64>,
     max_nodes: Option<i64>,
+    total_nodes: Option<i64>,
 }
 
 impl From<QueueRow> for Queue {
@@ -114,6 +145,7 @@ impl From<QueueRow> for Queue {
             name: r.name,
             max_walltime_s: r.max_walltime_s,
             max_nodes: r.max_nodes,
+            total_nodes: r.total_nodes,
         }
     }
 }
@@ -284,6 +316,11 @@ impl JobChanges {
         let mut new = Vec::new();
         for r in last_per_job(jobs) {
             let stored = by_key.get(&(r.site_id, r.job_id.as_str())).copied();
+            // An older record (an earlier submission, or a stage of this one the job
+            // has left) changes nothing: a job's life only goes forward.
+            if stored.is_some_and(|o| is_older(r, o)) {
+                continue;
+            }
             // What carries over from the stored job: nothing from another submission.
             let same = stored.filter(|o| o.submit_time == r.submit_time);
             let merged = super::Job {
@@ -336,6 +373,29 @@ impl JobChanges {
         }));
         all
     }
+}
+
+/// How far along its life a job is by what is known of it: 0 pending, 1 started, 2
+/// ended. A start or end time counts even when the state does not say (`unknown`).
+pub(super) fn stage(state: super::JobState, start: Option<i64>, end: Option<i64>) -> u8 {
+    use super::JobState as S;
+    match state {
+        S::Completed | S::Failed | S::Cancelled => 2,
+        _ if end.is_some() => 2,
+        S::Running => 1,
+        _ if start.is_some() => 1,
+        _ => 0,
+    }
+}
+
+/// Whether record `r` is older news than the stored job `o`: it speaks for an earlier
+/// submission (a smaller submit time), or for an earlier stage of the same one (a
+/// pending record of a job seen running or ended, a running record of an ended job).
+/// `job_not_older!` says the same in SQL.
+pub(super) fn is_older(r: &super::NewJob, o: &super::Job) -> bool {
+    r.submit_time < o.submit_time
+        || (r.submit_time == o.submit_time
+            && stage(r.state, r.start_time, r.end_time) < stage(o.state, o.start_time, o.end_time))
 }
 
 /// Sets the bounds given for `jobs` (sorted by id); a bound for another id is ignored.

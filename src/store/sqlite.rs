@@ -16,8 +16,8 @@ use super::reservations::{
 };
 use super::rows::{
     JobChanges, JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow,
-    apply_bounds, convert, job_columns, job_kept_size, job_upsert_set, last_per_job, now_unix,
-    queue_columns, reject_columns, site_columns, token_columns,
+    apply_bounds, convert, job_columns, job_kept_size, job_not_older, job_stage, job_upsert_set,
+    last_per_job, now_unix, queue_columns, reject_columns, site_columns, token_columns,
 };
 use super::sources::{source_columns, source_store_methods};
 use super::{
@@ -187,12 +187,12 @@ impl Store for SqliteStore {
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (site_id, job_id) DO UPDATE SET ",
                 job_upsert_set!(),
-                "WHERE jobs.queue_id IS NOT excluded.queue_id OR jobs.submit_time IS NOT excluded.submit_time \
+                "WHERE ", job_not_older!(), " AND (jobs.queue_id IS NOT excluded.queue_id OR jobs.submit_time IS NOT excluded.submit_time \
                     OR jobs.start_time IS NOT COALESCE(excluded.start_time, jobs.start_time) \
                     OR jobs.end_time IS NOT COALESCE(excluded.end_time, jobs.end_time) \
                     OR jobs.nodes IS NOT ", job_kept_size!("nodes"), " \
                     OR jobs.walltime_s IS NOT ", job_kept_size!("walltime_s"), " \
-                    OR jobs.state IS NOT excluded.state \
+                    OR jobs.state IS NOT excluded.state) \
                  RETURNING ",
                 job_columns!()
             )),

@@ -151,7 +151,10 @@ impl SwfRecord {
             }
             n += 1;
         }
-        if n != FIELDS {
+        // Fewer is a damaged line; more is a variant that appends fields (the
+        // MetaCentrum/Alea traces have 21): the first 18 are SWF's, read as such, and
+        // the reader counts such lines so that the import says so once.
+        if n < FIELDS {
             return Err(err(format!("expected {FIELDS} fields, found {n}")));
         }
         let int = |i: usize| -> Result<i64, SwfLineError> {
@@ -361,6 +364,8 @@ pub struct SwfReader<R> {
     buf: Vec<u8>,
     line: u64,
     header: SwfHeader,
+    /// Job lines read that had more than the 18 fields (only the first 18 are read).
+    pub wide_lines: u64,
 }
 
 impl<R: BufRead> SwfReader<R> {
@@ -370,6 +375,7 @@ impl<R: BufRead> SwfReader<R> {
             buf: Vec::new(),
             line: 0,
             header: SwfHeader::default(),
+            wide_lines: 0,
         }
     }
 
@@ -409,7 +415,12 @@ impl<R: BufRead> SwfReader<R> {
                 return Ok(Some(SwfItem::Comment));
             }
             return Ok(Some(match SwfRecord::parse(trimmed, self.line) {
-                Ok(r) => SwfItem::Job(r),
+                Ok(r) => {
+                    if trimmed.split_ascii_whitespace().nth(FIELDS).is_some() {
+                        self.wide_lines += 1;
+                    }
+                    SwfItem::Job(r)
+                }
                 Err(e) => SwfItem::Bad(e),
             }));
         }
@@ -424,6 +435,8 @@ pub struct SwfTrace {
     pub records: Vec<SwfRecord>,
     /// Malformed lines, in file order.
     pub bad: Vec<SwfLineError>,
+    /// Job lines with more than 18 fields, of which the first 18 were read.
+    pub wide_lines: u64,
 }
 
 /// Which SWF field names a job's queue in this trace.
@@ -449,6 +462,7 @@ impl SwfTrace {
             }
         }
         Ok(Self {
+            wide_lines: reader.wide_lines,
             header: reader.header,
             records,
             bad,
@@ -585,6 +599,24 @@ mod tests {
             ]
         );
         assert!(t.bad[2].raw.starts_with("5     10     x"));
+    }
+
+    /// Issue 22: MetaCentrum/Alea's SWF variant has 21 fields a line; each such line
+    /// was refused. The first 18 are read, and the lines are counted (once, not one
+    /// warning a line); fewer than 18 is still a damaged line.
+    #[test]
+    fn lines_with_more_than_18_fields_read_the_first_18_and_are_counted() {
+        let text = "; MaxProcs: 8\n\
+            1 0 10 100 4 -1 -1 4 3600 -1 1 1 1 -1 1 -1 -1 -1 7 8 9\n\
+            2 5 0 50 2 -1 -1 2 1800 -1 1 1 1 -1 1 -1 -1 -1\n\
+            3 6 0 50 2 -1 -1 2 1800 -1 1 1 1 -1 1 -1 -1 -1 0 0 0\n\
+            4 7 0 50 2 -1 -1 2 1800\n";
+        let t = SwfTrace::read(text.as_bytes()).unwrap();
+        assert_eq!(t.records.len(), 3, "{:?}", t.bad);
+        assert_eq!((t.records[0].job, t.records[0].req_time), (1, 3600));
+        assert_eq!(t.wide_lines, 2);
+        assert_eq!(t.bad.len(), 1);
+        assert_eq!(t.bad[0].reason, "expected 18 fields, found 9");
     }
 
     #[test]

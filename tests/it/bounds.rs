@@ -277,19 +277,21 @@ async fn bounds_for_many_queues_at_once() {
     assert_eq!(rows[0]["as_of"], iso(TEST_NOW));
     let archive = rows.iter().find(|r| r["site"] == "test").unwrap();
     assert_eq!(archive["as_of"], iso(946_684_800 + 120));
-    // A job beyond a queue's node limit is not offered that queue.
+    // A job beyond a queue's node limit gets no number there (issue 22): the queue is
+    // listed with the limit named, after every queue with a number.
     let big = app
         .get("/v1/bounds?nodes=129&walltime=60", None)
         .await
         .json();
-    assert!(
-        big["bounds"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["queue"] != "batch"),
-        "{big}"
-    );
+    let batch = big["bounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["queue"] == "batch")
+        .unwrap_or_else(|| panic!("{big}"));
+    assert_eq!(batch["status"], "exceeds_limits", "{big}");
+    assert_eq!(batch["limit"]["name"], "max_nodes", "{big}");
+    assert!(batch["bound_s"].is_null(), "{big}");
 
     // Many queries in one call; each gets its answer or its own problem.
     let res = app

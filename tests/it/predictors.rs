@@ -256,6 +256,7 @@ async fn batch_queue_of<S: Store>(store: &S, name: &str, kind: SiteKind) -> (Sit
                 name: "batch".into(),
                 max_walltime_s: None,
                 max_nodes: None,
+                total_nodes: None,
             },
         )
         .await
@@ -727,6 +728,7 @@ impl StoreTask for MovedInOnePoll {
                     name: "long".into(),
                     max_walltime_s: None,
                     max_nodes: None,
+                    total_nodes: None,
                 },
             )
             .await

@@ -66,6 +66,7 @@ pub fn local_site() -> SiteConfig {
             working_dir: "/tmp".into(),
             cpus_per_task: None,
         })),
+        queues: Vec::new(),
     }
 }
 

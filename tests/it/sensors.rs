@@ -114,6 +114,7 @@ impl Running {
                 name: source.kind().to_string(),
                 max_backoff: Duration::from_secs(2),
                 shutdown,
+                stated: Vec::new(),
             },
             source,
         ));
@@ -998,6 +999,7 @@ impl StoreTask for Configured {
             time_zone: None,
             source,
             submit: None,
+            queues: Vec::new(),
         };
         let sites = vec![
             // A log directory that does not exist: this source fails, and only it.

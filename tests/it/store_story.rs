@@ -93,6 +93,7 @@ async fn story<S: Store>(store: S) {
                 name: "express".into(),
                 max_walltime_s: Some(7200),
                 max_nodes: None,
+                total_nodes: None,
             },
         )
         .await
@@ -104,6 +105,7 @@ async fn story<S: Store>(store: S) {
                 name: "express".into(),
                 max_walltime_s: None,
                 max_nodes: Some(8),
+                total_nodes: None,
             },
         )
         .await
@@ -120,6 +122,7 @@ async fn story<S: Store>(store: S) {
                 name: "normal".into(),
                 max_walltime_s: None,
                 max_nodes: None,
+                total_nodes: None,
             },
         )
         .await
@@ -513,8 +516,8 @@ async fn story<S: Store>(store: S) {
             .is_empty()
     );
     assert_eq!(store.tokens().await.unwrap().len(), 1);
-    assert!(store.delete_token("portal").await.unwrap());
-    assert!(!store.delete_token("portal").await.unwrap());
+    assert!(store.delete_token("portal", false).await.unwrap());
+    assert!(!store.delete_token("portal", false).await.unwrap());
     // Made the service's way, a token's name is checked like a site's.
     for bad in ["", "two words", "a/b"] {
         match qbets::service::tokens::create(&store, bad, Scope::Read).await {

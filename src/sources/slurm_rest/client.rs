@@ -501,6 +501,17 @@ impl SlurmRestClient {
         interpret_job(&format!("GET {path}"), &self.user, status, &body, job_id)
     }
 
+    /// Every partition's limits (`GET /slurm/{v}/partitions`).
+    pub async fn partitions(
+        &self,
+    ) -> Result<Vec<super::partitions::PartitionLimits>, SlurmRestError> {
+        let path = self.path("partitions");
+        let (status, body) = self.send(reqwest::Method::GET, &path, None).await?;
+        let what = format!("GET {path}");
+        check_response(&what, &self.user, status, &body, None)?;
+        parsed(&what, super::partitions::parse_partitions(&body))
+    }
+
     /// Submits a batch job; answers with its id.
     pub async fn submit(&self, job: &JobSubmission) -> Result<SubmittedJob, SlurmRestError> {
         job.validate().map_err(SlurmRestError::InvalidSubmission)?;

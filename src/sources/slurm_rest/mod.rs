@@ -6,6 +6,7 @@
 //!   shapes (Slurm 23.11–24.x, numbers as `{"set", "infinite", "number"}` objects,
 //!   `job_state` a list). Tested on responses captured from real slurmrestd daemons in
 //!   `tests/fixtures/slurm/`.
+//! - [`partitions`]: the partitions' limits (`GET …/partitions`), in both shapes.
 //! - [`wire`]: the raw serde shapes behind the parsers, and the request bodies.
 //! - [`client`]: the HTTP client (list, get, submit, cancel), authenticated with a JWT
 //!   that never appears in `Debug` output, logs or errors.
@@ -15,7 +16,10 @@
 
 pub mod client;
 pub mod model;
+pub mod partitions;
 pub mod wire;
+
+pub use partitions::PartitionLimits;
 
 pub use client::{ClientConfig, SlurmRestClient, SlurmRestError, Token, TokenSource};
 pub use model::{

@@ -382,7 +382,7 @@ pub struct ParseError {
 }
 
 impl ParseError {
-    fn new(reason: impl Into<String>, body: &[u8]) -> ParseError {
+    pub(crate) fn new(reason: impl Into<String>, body: &[u8]) -> ParseError {
         ParseError {
             reason: reason.into(),
             snippet: snippet(body),

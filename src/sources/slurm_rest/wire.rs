@@ -280,6 +280,12 @@ pub struct RawCancelError {
 /// version expects. The time limit goes out in whole minutes, rounded up so the job is
 /// never killed before the seconds asked for. An empty environment gets a minimal
 /// `PATH`, because slurmrestd refuses batch jobs without one.
+///
+/// The node count goes out as `"nodes": "N"` in every version: Slurm 22.05's
+/// slurmrestd (v0.0.38) ran jobs sent with `"nodes": [N, N]` or `"minimum_nodes": N` on
+/// one node, and honoured only the string (`../shared/spec/slurm-local.md`, *Node counts
+/// on submission*). v0.0.40–v0.0.42 document `nodes` as the same string (a count or a
+/// range) beside `minimum_nodes`/`maximum_nodes`, so those carry all three, equal.
 pub fn submit_body(version: ApiVersion, sub: &JobSubmission) -> Value {
     let minutes = sub.time_limit_s.div_ceil(60);
     let mut env: BTreeMap<&str, &str> = sub
@@ -302,7 +308,7 @@ pub fn submit_body(version: ApiVersion, sub: &JobSubmission) -> Value {
     match version {
         ApiVersion::V0_0_38 => {
             job.insert("time_limit".into(), json!(minutes));
-            job.insert("nodes".into(), json!([sub.nodes, sub.nodes]));
+            job.insert("nodes".into(), json!(sub.nodes.to_string()));
             job.insert("environment".into(), json!(env));
             json!({ "job": job, "script": sub.script })
         }
@@ -311,6 +317,7 @@ pub fn submit_body(version: ApiVersion, sub: &JobSubmission) -> Value {
                 "time_limit".into(),
                 json!({ "set": true, "infinite": false, "number": minutes }),
             );
+            job.insert("nodes".into(), json!(sub.nodes.to_string()));
             job.insert("minimum_nodes".into(), json!(sub.nodes));
             job.insert("maximum_nodes".into(), json!(sub.nodes));
             let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -385,14 +392,16 @@ mod tests {
     }
 
     #[test]
-    fn v0_0_38_body_has_integers_a_node_range_and_an_environment_map() {
+    fn v0_0_38_body_has_integers_a_node_count_string_and_an_environment_map() {
         let b = submit_body(ApiVersion::V0_0_38, &submission());
         assert_eq!(b["script"], "#!/bin/sh\nsleep 1\n");
         assert_eq!(
             b["job"]["time_limit"], 106,
             "6330 s is 105.5 min, rounded up"
         );
-        assert_eq!(b["job"]["nodes"], json!([2, 2]));
+        // A string: Slurm 22.05 ran `[2, 2]` (and `minimum_nodes`) on one node.
+        assert_eq!(b["job"]["nodes"], "2");
+        assert!(b["job"].get("minimum_nodes").is_none());
         assert_eq!(b["job"]["partition"], "long");
         assert_eq!(b["job"]["environment"], json!({"QBETS_RESERVATION": "r42"}));
         assert!(b["job"].get("cpus_per_task").is_none());
@@ -415,6 +424,7 @@ mod tests {
                 b["job"]["time_limit"],
                 json!({"set": true, "infinite": false, "number": 106})
             );
+            assert_eq!(b["job"]["nodes"], "2");
             assert_eq!(b["job"]["minimum_nodes"], 2);
             assert_eq!(b["job"]["maximum_nodes"], 2);
             assert_eq!(b["job"]["cpus_per_task"], 4);

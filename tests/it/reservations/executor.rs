@@ -84,6 +84,7 @@ async fn seed_in<S: Store>(
                 name: queue.into(),
                 max_walltime_s: None,
                 max_nodes: None,
+                total_nodes: None,
             },
         )
         .await
@@ -659,6 +660,7 @@ impl StoreTask for Service {
                     name: "debug".into(),
                     max_walltime_s: Some(3600),
                     max_nodes: None,
+                    total_nodes: None,
                 },
             )
             .await

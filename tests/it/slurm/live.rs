@@ -260,3 +260,137 @@ async fn a_running_job_is_cancelled_and_unknown_jobs_and_bad_tokens_are_told_apa
         assert!(!e.is_transient(), "{e}");
     }
 }
+
+/// Whether the local slurmrestd serves `version` (a `ping` it does not know is a 404).
+async fn serves(version: ApiVersion) -> bool {
+    let cfg = ClientConfig {
+        api_version: version,
+        ..config()
+    };
+    SlurmRestClient::new(&cfg).unwrap().ping().await.is_ok()
+}
+
+/// Issue 22: a reservation's placeholder job runs with the nodes, CPUs and time it asked
+/// for. Slurm 22.05 ran `"nodes": [2, 2]` on one node; what Slurm took is read back with
+/// `scontrol show job` for each API version the client speaks that the local slurmrestd
+/// serves. The cluster has one node, so a 2-node job is refused at submission (before
+/// the fix it was taken, and ran on one node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placeholder_jobs_ask_slurm_for_their_nodes_cpus_and_time_in_every_served_version() {
+    use qbets::submit::{RemoteRequest, RunMode, SlurmRestSubmitConfig, SlurmSubmitter};
+    let _node = crate::support::share_slurm_node().await;
+    let base = config();
+    let mut tried = Vec::new();
+    for version in ApiVersion::ALL {
+        if !serves(version).await {
+            continue;
+        }
+        tried.push(version);
+        let submitter = SlurmSubmitter::new(&SlurmRestSubmitConfig {
+            url: base.url.clone(),
+            api_version: version,
+            user: base.user.clone(),
+            token_env: Some("SLURM_JWT".into()),
+            token_file: None,
+            timeout_s: 30,
+            working_dir: "/tmp".into(),
+            cpus_per_task: Some(2),
+        })
+        .unwrap();
+        let request = |nodes: u32, time_limit_s: u64| RemoteRequest {
+            reservation: format!("{}-{version}-{nodes}", run_tag()),
+            queue: "long".into(),
+            nodes,
+            time_limit_s,
+            start_at: 0,
+            command: "sleep 1".into(),
+            mode: RunMode::BestEffort,
+        };
+        let mut cancel = scontrol::CancelOnDrop(Vec::new());
+
+        // One node, two CPUs, 105.5 minutes: read back as asked (minutes rounded up).
+        let id = submitter
+            .submit(&request(1, 6_330))
+            .await
+            .unwrap_or_else(|e| panic!("{version}: submit: {e}"));
+        cancel.0.push(id);
+        let shown = scontrol_jobs().await;
+        let sc = &shown[&id];
+        // `1-1` (a range) while pending, `1` once running.
+        let first = |key: &str| -> u32 {
+            let v = sc.get(key);
+            v.split('-')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{key}={v}"))
+        };
+        assert_eq!(first("NumNodes"), 1, "{version}: job {id} NumNodes");
+        assert_eq!(
+            sc.time_limit_s(),
+            Some(106 * 60),
+            "{version}: job {id} TimeLimit={}",
+            sc.get("TimeLimit")
+        );
+        assert_eq!(first("NumCPUs"), 2, "{version}: job {id} NumCPUs");
+        submitter.cancel(id).await.unwrap();
+
+        // Two nodes on a one-node partition: Slurm refuses it for good. Were the count
+        // lost (`[2, 2]` on v0.0.38), it would be taken and run on one node.
+        match submitter.submit(&request(2, 600)).await {
+            Err(e) => {
+                assert!(!e.is_transient(), "{version}: {e}");
+                assert!(e.to_string().contains("partition"), "{version}: {e}");
+            }
+            Ok(id) => {
+                cancel.0.push(id);
+                let sc = &scontrol_jobs().await[&id];
+                panic!(
+                    "{version}: a 2-node job was taken as NumNodes={} ({})",
+                    sc.get("NumNodes"),
+                    sc.get("JobState")
+                );
+            }
+        }
+    }
+    assert!(
+        !tried.is_empty(),
+        "the local slurmrestd serves none of {:?}",
+        ApiVersion::ALL
+    );
+    eprintln!("placeholder submissions checked for {tried:?}");
+}
+
+/// Issue 22: the poller reads the partitions' limits (slurmrestd's MaxTime, MaxNodes,
+/// TotalNodes) with the job list; the local Slurm's `debug` allows an hour and `long` a
+/// day, on its one node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_poller_learns_the_partitions_limits() {
+    use qbets::sources::Source;
+    use qbets::sources::slurm_poll::SlurmRestPoller;
+    let mut poller = SlurmRestPoller::new(&config(), Duration::from_secs(15)).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let batch = poller.poll(None, now).await.unwrap();
+    let of = |name: &str| {
+        batch
+            .limits
+            .iter()
+            .find(|l| l.queue == name)
+            .unwrap_or_else(|| panic!("no {name} in {:?}", batch.limits))
+            .clone()
+    };
+    let (debug, long) = (of("debug"), of("long"));
+    assert_eq!(
+        (debug.max_nodes, debug.max_walltime_s, debug.total_nodes),
+        (None, Some(3_600), Some(1))
+    );
+    assert_eq!(
+        (long.max_nodes, long.max_walltime_s, long.total_nodes),
+        (None, Some(86_400), Some(1))
+    );
+    // Read again only after a while.
+    let again = poller.poll(None, now + 15).await.unwrap();
+    assert!(again.limits.is_empty(), "{:?}", again.limits);
+}
