@@ -97,6 +97,8 @@ pub enum ApiError {
         /// The co-allocation's reservation index at fault.
         reservation: Option<usize>,
     },
+    /// The body did not arrive in time (408).
+    RequestTimeout(String),
     /// The body is larger than the configured limit (413).
     PayloadTooLarge(String),
     /// The body is not JSON (415).
@@ -124,6 +126,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::NoPlan { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -179,6 +182,7 @@ impl ApiError {
             | ApiError::NotFound(d)
             | ApiError::Conflict(d)
             | ApiError::PayloadTooLarge(d)
+            | ApiError::RequestTimeout(d)
             | ApiError::UnsupportedMediaType(d)
             | ApiError::BadGateway(d) => plain(d.clone()),
             ApiError::Unauthorized(why) => plain((*why).to_string()),
@@ -215,6 +219,8 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            // For the store gate (`super::store_gate`): a check follows.
+            response.extensions_mut().insert(StoreUnavailable);
         }
         if matches!(self, ApiError::Unauthorized(_)) {
             response.headers_mut().insert(
@@ -225,6 +231,10 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// Marks a response the store's unavailability caused.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreUnavailable;
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {

@@ -275,7 +275,11 @@ async fn reservations_belong_to_their_token_and_cancel_while_planned() {
         (&older["truncated"], &older["next"]),
         (&json!(false), &Value::Null)
     );
+    // Another's reservation is none of bob's: not found; an empty `before` is invalid.
     app.get(&format!("/v1/reservations?before={kept}"), Some(&bob))
+        .await
+        .problem(404);
+    app.get("/v1/reservations?before=", Some(&bob))
         .await
         .invalid(&["before"]);
     app.get("/v1/reservations?limit=0", Some(&alice))
