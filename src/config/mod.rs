@@ -425,7 +425,10 @@ impl Config {
             ("http.max_connections", self.http.max_connections as u64),
             ("store.acquire_timeout_ms", self.store.acquire_timeout_ms),
             ("store.ready_timeout_ms", self.store.ready_timeout_ms),
-            ("ingest.max_queues_per_site", self.ingest.max_queues_per_site),
+            (
+                "ingest.max_queues_per_site",
+                self.ingest.max_queues_per_site,
+            ),
         ] {
             if value == 0 {
                 return Err(ConfigError::Invalid {

@@ -155,7 +155,10 @@ fn add_links(doc: &mut utoipa::openapi::OpenApi) {
                 ("DeleteReservation", "delete_reservation"),
             ],
         ),
-        ("/v1/coallocations", &[("GetCoallocation", "get_coallocation")]),
+        (
+            "/v1/coallocations",
+            &[("GetCoallocation", "get_coallocation")],
+        ),
     ];
     for (path, targets) in links {
         let Some(op) = doc.paths.paths.get_mut(path).and_then(|i| i.post.as_mut()) else {
@@ -210,7 +213,10 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
             Duration::from_millis(http.body_timeout_ms),
             body_deadline,
         ))
-        .layer(middleware::from_fn_with_state(state.clone(), store_gate::<S>))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            store_gate::<S>,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), track::<S>))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(cors(&http.cors_origins))

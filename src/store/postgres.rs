@@ -2,7 +2,6 @@
 //! column arrays and come apart with `UNNEST … WITH ORDINALITY`, so a batch of ten
 //! thousand jobs is one round trip and the identity values follow the batch's order.
 
-
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 

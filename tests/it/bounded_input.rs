@@ -31,7 +31,8 @@ async fn story(app: TestApp) {
     let ingest = site(&app).await;
     // Two hundred records, each bad in its own way (an unknown field), as an array
     // and as NDJSON.
-    let bad = |push: usize| -> Vec<Value> { (0..200).map(|i| json!({"push": push, "n": i})).collect() };
+    let bad =
+        |push: usize| -> Vec<Value> { (0..200).map(|i| json!({"push": push, "n": i})).collect() };
     let mut pushes = Vec::new();
     for p in 0..4 {
         let r = if p % 2 == 0 {
@@ -67,7 +68,10 @@ async fn story(app: TestApp) {
         let kept = [10, 10, 5, 0][p];
         assert_eq!(out["rejects_unkept"], 200 - kept, "push {p}: {out}");
     }
-    let kept = app.get("/v1/sites/hpc/rejects?limit=10000", None).await.json();
+    let kept = app
+        .get("/v1/sites/hpc/rejects?limit=10000", None)
+        .await
+        .json();
     assert_eq!(kept["rejects"].as_array().unwrap().len(), 25, "{kept}");
     // Every refused record is counted in the site's ingest health.
     let health = app.get("/v1/sites/hpc/ingest", None).await.json();
@@ -81,15 +85,24 @@ async fn story(app: TestApp) {
 
     // Queues: three at most; a record naming a fourth is kept aside with the reason.
     let t = qbets::service::format_unix(TEST_NOW - 600);
-    let job = |id: u32, queue: &str| {
-        json!({"job_id": id.to_string(), "queue": queue, "submit": t, "state": "pending"})
-    };
-    let jobs = json!([job(1, "q0"), job(2, "q1"), job(3, "q2"), job(4, "q3"), job(5, "q4"), job(6, "q1")]);
+    let job = |id: u32, queue: &str| json!({"job_id": id.to_string(), "queue": queue, "submit": t, "state": "pending"});
+    let jobs = json!([
+        job(1, "q0"),
+        job(2, "q1"),
+        job(3, "q2"),
+        job(4, "q3"),
+        job(5, "q4"),
+        job(6, "q1")
+    ]);
     let out = app
         .json("POST", "/v1/sites/hpc/jobs", Some(&ingest), &jobs)
         .await
         .json();
-    assert_eq!((&out["changed"], &out["rejected"]), (&json!(4), &json!(2)), "{out}");
+    assert_eq!(
+        (&out["changed"], &out["rejected"]),
+        (&json!(4), &json!(2)),
+        "{out}"
+    );
     let queues = app.get("/v1/sites/hpc/queues", None).await.json();
     let names: Vec<&str> = queues["queues"]
         .as_array()
@@ -106,15 +119,23 @@ async fn story(app: TestApp) {
 async fn queue_story(app: TestApp) {
     let ingest = site(&app).await;
     let t = qbets::service::format_unix(TEST_NOW - 600);
-    let job = |id: u32, queue: &str| {
-        json!({"job_id": id.to_string(), "queue": queue, "submit": t, "state": "pending"})
-    };
-    let jobs = json!([job(1, "q0"), job(2, "q1"), job(3, "q2"), job(4, "q3"), job(5, "q0")]);
+    let job = |id: u32, queue: &str| json!({"job_id": id.to_string(), "queue": queue, "submit": t, "state": "pending"});
+    let jobs = json!([
+        job(1, "q0"),
+        job(2, "q1"),
+        job(3, "q2"),
+        job(4, "q3"),
+        job(5, "q0")
+    ]);
     let out = app
         .json("POST", "/v1/sites/hpc/jobs", Some(&ingest), &jobs)
         .await
         .json();
-    assert_eq!((&out["changed"], &out["rejected"]), (&json!(4), &json!(1)), "{out}");
+    assert_eq!(
+        (&out["changed"], &out["rejected"]),
+        (&json!(4), &json!(1)),
+        "{out}"
+    );
     let kept = app.get("/v1/sites/hpc/rejects", None).await.json();
     let reasons: Vec<&str> = kept["rejects"]
         .as_array()
@@ -129,10 +150,19 @@ async fn queue_story(app: TestApp) {
     );
     // A known queue still takes records.
     let out = app
-        .json("POST", "/v1/sites/hpc/jobs", Some(&ingest), &json!([job(7, "q2")]))
+        .json(
+            "POST",
+            "/v1/sites/hpc/jobs",
+            Some(&ingest),
+            &json!([job(7, "q2")]),
+        )
         .await
         .json();
-    assert_eq!((&out["changed"], &out["rejected"]), (&json!(1), &json!(0)), "{out}");
+    assert_eq!(
+        (&out["changed"], &out["rejected"]),
+        (&json!(1), &json!(0)),
+        "{out}"
+    );
     // An administrator creating queues is held to the same bound.
     let admin = app.token("ops2", Scope::Admin).await;
     let body = json!({"queues": [{"name": "q1"}, {"name": "q9"}]});
@@ -156,7 +186,12 @@ async fn bad_input_is_bounded_on_postgres() {
     let Some(url) = postgres_url() else {
         return;
     };
-    story(TestApp::on(TestDb::postgres(&url).await).adjusted(bounded).await).await;
+    story(
+        TestApp::on(TestDb::postgres(&url).await)
+            .adjusted(bounded)
+            .await,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -169,5 +204,10 @@ async fn queues_past_the_cap_are_kept_aside_on_postgres() {
     let Some(url) = postgres_url() else {
         return;
     };
-    queue_story(TestApp::on(TestDb::postgres(&url).await).adjusted(bounded).await).await;
+    queue_story(
+        TestApp::on(TestDb::postgres(&url).await)
+            .adjusted(bounded)
+            .await,
+    )
+    .await;
 }

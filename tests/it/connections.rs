@@ -153,7 +153,10 @@ async fn a_trickled_body_is_answered_408_and_closed() {
     trickle.abort();
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    assert!(text.to_ascii_lowercase().contains("connection: close"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
     assert!(text.contains("application/problem+json"), "{text}");
 }
 

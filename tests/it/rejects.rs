@@ -115,8 +115,8 @@ impl StoreTask for Story {
                 &IngestConfig::default(),
                 NOW,
             )
-                .await
-                .unwrap();
+            .await
+            .unwrap();
             (out.rejected, out.rejects_new)
         };
         // Each report names the record; only the first counts it as new.

@@ -2,7 +2,7 @@
 //! proxy in the test, which the test cuts (every connection dropped, new ones held
 //! unanswered, as a host gone behind a firewall) and restores. The pool's acquire
 //! timeout is an hour, so an answer at all while the database is away shows that the
-//! ready timeout (200 ms here) and the store gate answered, not the pool.
+//! ready timeout (1 s here) and the store gate answered, not the pool.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,14 +86,16 @@ async fn postgres_away_answers_503_fast_and_recovers() {
         postgres_url().unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let db = TestDb::postgres(&admin).await;
     let proxy = Proxy::start(host_port(db.url())).await;
-    let proxied = db
-        .url()
-        .replacen(&host_port(db.url()), &format!("127.0.0.1:{}", proxy.port), 1);
+    let proxied = db.url().replacen(
+        &host_port(db.url()),
+        &format!("127.0.0.1:{}", proxy.port),
+        1,
+    );
     let app = TestApp::on(db)
         .adjusted(|c| {
             c.database_url = proxied;
             c.store.acquire_timeout_ms = 3_600_000;
-            c.store.ready_timeout_ms = 200;
+            c.store.ready_timeout_ms = 1_000;
         })
         .await;
     assert_eq!(app.get("/readyz", None).await.status, 200);
