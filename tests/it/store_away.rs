@@ -41,7 +41,10 @@ impl Proxy {
                     continue;
                 }
                 let upstream = upstream.clone();
+                // Only a cut after this connection arrived ends it (a clone starts
+                // from what the original has seen, which is no cut at all).
                 let mut cuts = cuts.clone();
+                cuts.borrow_and_update();
                 tokio::spawn(async move {
                     let Ok(mut server) = TcpStream::connect(&upstream).await else {
                         return;
