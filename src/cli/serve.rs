@@ -13,7 +13,7 @@ use crate::config::{Config, Overrides};
 use crate::service::demo::{Demo, DemoOptions};
 use crate::service::reservations::{Executor, HaltPoint, Submitters};
 use crate::service::{AppState, Clock, Predictors, SystemClock};
-use crate::store::{Store, StoreTask, redact_url, with_store};
+use crate::store::{Store, StoreTask, redact_url, with_store_options};
 
 /// Where the service's settings come from (shared by every service subcommand).
 #[derive(Debug, Clone, clap::Args)]
@@ -43,6 +43,21 @@ pub struct ServeArgs {
     /// afresh at each start (qbets.db is left alone).
     #[arg(long)]
     pub demo: bool,
+    /// Milliseconds a client may take to send a request's headers (setting
+    /// http.header_timeout_ms, default 10000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_ms: Option<u64>,
+    /// Milliseconds an idle keep-alive connection stays open (setting
+    /// http.idle_timeout_ms, default 60000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_ms: Option<u64>,
+    /// Milliseconds a client may take to send a request's body (setting
+    /// http.body_timeout_ms, default 30000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_ms: Option<u64>,
+    /// Most connections held open at once (setting http.max_connections, default 512).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..100_000_000))]
+    pub max_connections: Option<u64>,
     /// With --demo: simulated seconds per real second (300: a second is five minutes).
     #[arg(long, value_name = "X", default_value_t = 300.0, requires = "demo",
           value_parser = speedup)]
@@ -54,6 +69,18 @@ pub const DEMO_DATABASE_URL: &str = "sqlite://qbets-demo.db";
 
 /// Loads the configuration from every layer, flags last.
 pub fn load_config(store: &StoreArgs, listen: Option<SocketAddr>) -> anyhow::Result<Config> {
+    load_config_with(
+        store,
+        Overrides {
+            listen,
+            ..Overrides::default()
+        },
+    )
+}
+
+/// Loads the configuration from every layer, with these flags last (the store's flags
+/// from `store`).
+pub fn load_config_with(store: &StoreArgs, flags: Overrides) -> anyhow::Result<Config> {
     // Read here rather than by clap, which takes an empty QBETS_CONFIG for a
     // `--config` given without its value.
     let config = store.config.clone().or_else(|| {
@@ -65,8 +92,8 @@ pub fn load_config(store: &StoreArgs, listen: Option<SocketAddr>) -> anyhow::Res
         config.as_deref(),
         |k| std::env::var(k).ok(),
         &Overrides {
-            listen,
             database_url: store.database_url.clone(),
+            ..flags
         },
     )?)
 }
@@ -119,7 +146,17 @@ fn speedup(s: &str) -> Result<f64, String> {
 
 /// Runs `qbets serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let mut config = load_config(&args.store, args.listen)?;
+    let mut config = load_config_with(
+        &args.store,
+        Overrides {
+            listen: args.listen,
+            header_timeout_ms: args.header_timeout_ms,
+            idle_timeout_ms: args.idle_timeout_ms,
+            body_timeout_ms: args.body_timeout_ms,
+            max_connections: args.max_connections.map(|n| n as usize),
+            database_url: None,
+        },
+    )?;
     init_logging(&config)?;
     let demo = args.demo.then(|| DemoOptions {
         speedup: args.demo_speedup,
@@ -137,7 +174,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let url = config.database_url.clone();
     runtime()?.block_on(async move {
-        with_store(&url, Serve { config, demo })
+        let options = config.store.options();
+        with_store_options(&url, options, Serve { config, demo })
             .await
             .with_context(|| format!("cannot open the store at {}", redact_url(&url)))?
     })?;

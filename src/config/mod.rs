@@ -34,10 +34,14 @@ pub struct Config {
     pub database_url: String,
     /// HTTP settings.
     pub http: HttpConfig,
+    /// How the store is waited for.
+    pub store: StoreConfig,
     /// Logging.
     pub log: LogConfig,
     /// Trace import.
     pub import: ImportConfig,
+    /// Bounds on what pushed records may make the service keep.
+    pub ingest: IngestConfig,
     /// Managed reservations' executor.
     pub reservations: ReservationsConfig,
     /// Live sites fed by their schedulers (`[[sites]]`, each with a `[sites.source]`).
@@ -90,6 +94,68 @@ pub struct HttpConfig {
     pub cors_origins: Vec<String>,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Milliseconds a client may take to send a request's headers, from its first byte.
+    pub header_timeout_ms: u64,
+    /// Milliseconds a connection may stay open with no request in progress.
+    pub idle_timeout_ms: u64,
+    /// Milliseconds a client may take to send a request's body, from its headers' end.
+    pub body_timeout_ms: u64,
+    /// Most connections held open at once (the idle longest is closed for a newcomer).
+    pub max_connections: usize,
+}
+
+/// How the store is waited for, so that a database away answers fast.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Milliseconds a query waits for a database connection before it fails (503).
+    pub acquire_timeout_ms: u64,
+    /// Milliseconds `/readyz` (and the check that the store is back) waits for the store.
+    pub ready_timeout_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            acquire_timeout_ms: 5_000,
+            ready_timeout_ms: 1_000,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The store's options these settings give.
+    pub fn options(&self) -> crate::store::StoreOptions {
+        crate::store::StoreOptions {
+            acquire_timeout: std::time::Duration::from_millis(self.acquire_timeout_ms),
+        }
+    }
+}
+
+/// Bounds on what records may make the service keep and answer, so that bad input
+/// cannot amplify (issue 22).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Refused records a push's answer lists with their reasons (the rest are counted).
+    pub max_reasons_in_answer: usize,
+    /// Refused records kept (`…/rejects`) from one push or poll; the rest are counted.
+    pub max_rejects_per_request: usize,
+    /// Refused records a site keeps; past it new ones are counted, not kept.
+    pub max_rejects_per_site: u64,
+    /// Queues a site may have; a record naming a new queue past it is kept aside.
+    pub max_queues_per_site: u64,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        Self {
+            max_reasons_in_answer: 100,
+            max_rejects_per_request: 1_000,
+            max_rejects_per_site: 100_000,
+            max_queues_per_site: 256,
+        }
+    }
 }
 
 /// Logging settings.
@@ -117,6 +183,18 @@ const fn default_public_reads() -> bool {
 const fn default_max_body_bytes() -> usize {
     1 << 20
 }
+const fn default_header_timeout_ms() -> u64 {
+    10_000
+}
+const fn default_idle_timeout_ms() -> u64 {
+    60_000
+}
+const fn default_body_timeout_ms() -> u64 {
+    30_000
+}
+const fn default_max_connections() -> usize {
+    512
+}
 const fn default_batch_size() -> usize {
     10_000
 }
@@ -127,8 +205,10 @@ impl Default for Config {
             listen: default_listen(),
             database_url: DEFAULT_DATABASE_URL.to_string(),
             http: HttpConfig::default(),
+            store: StoreConfig::default(),
             log: LogConfig::default(),
             import: ImportConfig::default(),
+            ingest: IngestConfig::default(),
             reservations: ReservationsConfig::default(),
             sites: Vec::new(),
         }
@@ -141,6 +221,10 @@ impl Default for HttpConfig {
             public_reads: default_public_reads(),
             cors_origins: Vec::new(),
             max_body_bytes: default_max_body_bytes(),
+            header_timeout_ms: default_header_timeout_ms(),
+            idle_timeout_ms: default_idle_timeout_ms(),
+            body_timeout_ms: default_body_timeout_ms(),
+            max_connections: default_max_connections(),
         }
     }
 }
@@ -167,8 +251,10 @@ impl fmt::Debug for Config {
             .field("listen", &self.listen)
             .field("database_url", &redact_url(&self.database_url))
             .field("http", &self.http)
+            .field("store", &self.store)
             .field("log", &self.log)
             .field("import", &self.import)
+            .field("ingest", &self.ingest)
             .field("reservations", &self.reservations)
             .field("sites", &self.sites)
             .finish()
@@ -230,6 +316,14 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     /// `--database-url`.
     pub database_url: Option<String>,
+    /// `--header-timeout-ms`.
+    pub header_timeout_ms: Option<u64>,
+    /// `--idle-timeout-ms`.
+    pub idle_timeout_ms: Option<u64>,
+    /// `--body-timeout-ms`.
+    pub body_timeout_ms: Option<u64>,
+    /// `--max-connections`.
+    pub max_connections: Option<usize>,
 }
 
 impl Config {
@@ -266,6 +360,11 @@ impl Config {
         if let Some(url) = &flags.database_url {
             config.database_url = url.clone();
         }
+        let http = &mut config.http;
+        http.header_timeout_ms = flags.header_timeout_ms.unwrap_or(http.header_timeout_ms);
+        http.idle_timeout_ms = flags.idle_timeout_ms.unwrap_or(http.idle_timeout_ms);
+        http.body_timeout_ms = flags.body_timeout_ms.unwrap_or(http.body_timeout_ms);
+        http.max_connections = flags.max_connections.unwrap_or(http.max_connections);
         config.validate()?;
         Ok(config)
     }
@@ -318,6 +417,25 @@ impl Config {
                 field: "http.max_body_bytes",
                 reason: "must be at least 1".into(),
             });
+        }
+        for (field, value) in [
+            ("http.header_timeout_ms", self.http.header_timeout_ms),
+            ("http.idle_timeout_ms", self.http.idle_timeout_ms),
+            ("http.body_timeout_ms", self.http.body_timeout_ms),
+            ("http.max_connections", self.http.max_connections as u64),
+            ("store.acquire_timeout_ms", self.store.acquire_timeout_ms),
+            ("store.ready_timeout_ms", self.store.ready_timeout_ms),
+            (
+                "ingest.max_queues_per_site",
+                self.ingest.max_queues_per_site,
+            ),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid {
+                    field,
+                    reason: "must be at least 1".into(),
+                });
+            }
         }
         if self.import.batch_size == 0 {
             return Err(ConfigError::Invalid {
@@ -413,10 +531,16 @@ mod tests {
         let flags = Overrides {
             listen: Some("127.0.0.1:1".parse().unwrap()),
             database_url: Some("sqlite://flag.db".into()),
+            idle_timeout_ms: Some(1500),
+            max_connections: Some(64),
+            ..Default::default()
         };
         let c = Config::load(Some(&file), get, &flags).unwrap();
         assert_eq!(c.listen.to_string(), "127.0.0.1:1");
         assert_eq!(c.database_url, "sqlite://flag.db");
+        assert_eq!(c.http.idle_timeout_ms, 1500);
+        assert_eq!(c.http.max_connections, 64);
+        assert_eq!(c.http.header_timeout_ms, 10_000);
         // The password stays out of Debug output.
         let c = Config::load(None, get, &Overrides::default()).unwrap();
         assert!(!format!("{c:?}").contains("pw"), "{c:?}");
@@ -448,6 +572,11 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(e.to_string().contains("cors_origins"), "{e}");
+        let e = Config::from_toml("[http]\nheader_timeout_ms = 0\n", "x")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("http.header_timeout_ms"), "{e}");
         // A claim must outlast a submission attempt at every site (a look-up and a
         // submission, each up to the site's submit timeout_s).
         let site = |lease_s: u64| {

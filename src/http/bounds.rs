@@ -374,7 +374,7 @@ pub struct BoundQuery {
     #[param(value_type = i64, minimum = 1, maximum = 100000000)]
     pub nodes: Option<String>,
     /// Requested walltime: seconds or `[D-]HH:MM:SS`.
-    #[param(value_type = String, example = "01:30:00")]
+    #[param(value_type = String, example = "01:30:00", pattern = r"^([1-9][0-9]{0,6}|(0?[1-9]|[1-9][0-9]):[0-5][0-9]:[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:00:(0[1-9]|[1-5][0-9])|(0?[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9])|([1-9]|[1-9][0-9]|[12][0-9]{2}|3[0-5][0-9]|36[0-5])-([01]?[0-9]|2[0-3])(:[0-5][0-9]){0,2})$")]
     pub walltime: Option<String>,
     /// The quantile bounded, strictly between 0 and 1 (default 0.95).
     #[param(value_type = Option<f64>, exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
@@ -397,11 +397,12 @@ pub struct DeadlineQuery {
     #[param(value_type = i64, minimum = 1, maximum = 100000000)]
     pub nodes: Option<String>,
     /// Requested walltime: seconds or `[D-]HH:MM:SS`.
-    #[param(value_type = String, example = "01:30:00")]
+    #[param(value_type = String, example = "01:30:00", pattern = r"^([1-9][0-9]{0,6}|(0?[1-9]|[1-9][0-9]):[0-5][0-9]:[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:00:(0[1-9]|[1-5][0-9])|(0?[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9])|([1-9]|[1-9][0-9]|[12][0-9]{2}|3[0-5][0-9]|36[0-5])-([01]?[0-9]|2[0-3])(:[0-5][0-9]){0,2})$")]
     pub walltime: Option<String>,
-    /// The deadline: a duration after `as_of` (seconds or `[D-]HH:MM:SS`), or an
-    /// RFC 3339 time after `as_of`.
-    #[param(value_type = String, example = "04:00:00")]
+    /// The deadline: a duration after `as_of` (seconds or `[D-]HH:MM:SS`, at least 1 s),
+    /// or an RFC 3339 time after `as_of` (which the pattern, written for durations,
+    /// leaves out).
+    #[param(value_type = String, example = "04:00:00", pattern = r"^([1-9][0-9]{0,6}|(0?[1-9]|[1-9][0-9]):[0-5][0-9]:[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:00:(0[1-9]|[1-5][0-9])|(0?[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9])|([1-9]|[1-9][0-9]|[12][0-9]{2}|3[0-5][0-9]|36[0-5])-([01]?[0-9]|2[0-3])(:[0-5][0-9]){0,2})$")]
     pub deadline: Option<String>,
     /// The confidence, strictly between 0 and 1 (default 0.95).
     #[param(value_type = Option<f64>, exclusive_minimum = 0.0, exclusive_maximum = 1.0)]

@@ -100,6 +100,8 @@ pub enum ApiError {
     /// The request asks for more than the queue or machine allows (422): each
     /// offending field with the limit named.
     ExceedsLimits(Vec<FieldError>),
+    /// The body did not arrive in time (408).
+    RequestTimeout(String),
     /// The body is larger than the configured limit (413).
     PayloadTooLarge(String),
     /// The body is not JSON (415).
@@ -129,6 +131,7 @@ impl ApiError {
             ApiError::NoPlan { .. } | ApiError::ExceedsLimits(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -198,6 +201,7 @@ impl ApiError {
             | ApiError::NotFound(d)
             | ApiError::Conflict(d)
             | ApiError::PayloadTooLarge(d)
+            | ApiError::RequestTimeout(d)
             | ApiError::UnsupportedMediaType(d)
             | ApiError::BadGateway(d) => plain(d.clone()),
             ApiError::Unauthorized(why) => plain((*why).to_string()),
@@ -237,6 +241,8 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            // For the store gate (`super::store_gate`): a check follows.
+            response.extensions_mut().insert(StoreUnavailable);
         }
         if matches!(self, ApiError::Unauthorized(_)) {
             response.headers_mut().insert(
@@ -247,6 +253,10 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// Marks a response the store's unavailability caused.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreUnavailable;
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {

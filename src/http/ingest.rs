@@ -103,14 +103,21 @@ pub struct JobsOut {
     pub received: usize,
     /// Records that were new or changed a stored job (the rest were already known).
     pub changed: usize,
-    /// Records kept aside (see `GET /v1/sites/{site}/rejects`).
+    /// Records refused (kept aside, see `GET /v1/sites/{site}/rejects`, up to the
+    /// bounds on rejects kept; the rest counted).
     pub rejected: usize,
-    /// Each record kept aside, and why.
+    /// The first refused records' reasons (at most the server's
+    /// `ingest.max_reasons_in_answer` records).
     pub rejects: Vec<RecordRejectView>,
     /// Records of a job that a later record of the same job in this request replaces:
     /// the last record of each job is the one stored, the earlier ones are named here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub superseded: Vec<SupersededView>,
+    /// Refused records whose reasons the answer leaves out (past that bound).
+    pub rejects_unlisted: usize,
+    /// Refused records not kept aside (past the bounds per request and per site); only
+    /// counted.
+    pub rejects_unkept: usize,
 }
 
 /// A record replaced by a later one of the same job in the same request.
@@ -489,10 +496,15 @@ pub async fn post_jobs<S: Store>(
     }
     let received = body.records.len();
     let now = state.clock.now();
+    let limits = &state.config.ingest;
     let mut records = Vec::with_capacity(received);
     let mut positions = Vec::with_capacity(received);
     let mut rejects = Vec::new();
     let mut views = Vec::new();
+    // Refused records past the bounds: counted only, so that a body of bad records
+    // costs no more memory (nor answer) than the bounds allow.
+    let mut refused_unkept = 0u64;
+    let mut listed_records = 0usize;
     for (n, range) in body.records {
         let at = |f: &str| {
             if body.wrapped {
@@ -523,17 +535,24 @@ pub async fn post_jobs<S: Store>(
                     })
                     .collect::<Vec<_>>()
                     .join("; ");
-                rejects.push(RecordReject {
-                    line: None,
-                    raw: kept_text(raw, body.ndjson).chars().take(4096).collect(),
-                    reason: format!("record {n}: {reason}"),
-                });
-                for (field, reason) in errors {
-                    views.push(RecordRejectView {
-                        record: n,
-                        field,
-                        reason,
+                if rejects.len() < limits.max_rejects_per_request {
+                    rejects.push(RecordReject {
+                        line: None,
+                        raw: kept_text(raw, body.ndjson).chars().take(4096).collect(),
+                        reason: format!("record {n}: {reason}"),
                     });
+                } else {
+                    refused_unkept += 1;
+                }
+                if listed_records < limits.max_reasons_in_answer {
+                    listed_records += 1;
+                    for (field, reason) in errors {
+                        views.push(RecordRejectView {
+                            record: n,
+                            field,
+                            reason,
+                        });
+                    }
                 }
             }
         }
@@ -563,6 +582,8 @@ pub async fn post_jobs<S: Store>(
         PUSH_SOURCE,
         &records,
         &rejects,
+        refused_unkept,
+        limits,
         now,
     )
     .await?;
@@ -577,7 +598,7 @@ pub async fn post_jobs<S: Store>(
             cursor: None,
             at: now,
             accepted: out.changed as i64,
-            rejected: out.rejects_new as i64,
+            rejected: (out.rejects_new + out.rejects_unkept) as i64,
             last_record_at: out.last_record_at,
         })
         .await?;
@@ -587,6 +608,10 @@ pub async fn post_jobs<S: Store>(
         rejected: out.rejected as usize,
         rejects: views,
         superseded,
+        // Those past the bound, and those refused once read (a job the store refuses,
+        // a queue past the site's bound), which the answer does not list.
+        rejects_unlisted: out.rejected.saturating_sub(listed_records as u64) as usize,
+        rejects_unkept: out.rejects_unkept as usize,
     }))
 }
 

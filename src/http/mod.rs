@@ -14,13 +14,18 @@ pub mod jobs;
 pub mod ops;
 pub mod params;
 pub mod reservations;
+pub mod server;
 pub mod sites;
 
 use std::future::Future;
-use std::sync::OnceLock;
-use std::time::Instant;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{self, Next};
@@ -135,6 +140,49 @@ impl utoipa::Modify for Conventions {
                     .or_insert_with(|| problem("The server failed (problem+json)"));
             }
         }
+        add_links(doc);
+    }
+}
+
+/// The links between operations (OpenAPI `links`): what a made reservation or
+/// co-allocation can be asked for next, by its `id` from the answer — so that clients
+/// and stateful fuzzers (schemathesis) follow create → get → delete.
+fn add_links(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::link::LinkBuilder;
+    let links: [(&str, &[(&str, &str)]); 2] = [
+        (
+            "/v1/reservations",
+            &[
+                ("GetReservation", "get_reservation"),
+                ("DeleteReservation", "delete_reservation"),
+            ],
+        ),
+        (
+            "/v1/coallocations",
+            &[("GetCoallocation", "get_coallocation")],
+        ),
+    ];
+    for (path, targets) in links {
+        let Some(op) = doc.paths.paths.get_mut(path).and_then(|i| i.post.as_mut()) else {
+            continue;
+        };
+        // 201: made now; 200: the same request again (its Idempotency-Key).
+        for status in ["200", "201"] {
+            let Some(RefOr::T(response)) = op.responses.responses.get_mut(status) else {
+                continue;
+            };
+            for (name, operation) in targets {
+                response.links.insert(
+                    (*name).to_string(),
+                    RefOr::T(
+                        LinkBuilder::new()
+                            .operation_id(*operation)
+                            .parameter("id", "$response.body#/id")
+                            .build(),
+                    ),
+                );
+            }
+        }
     }
 }
 
@@ -164,21 +212,119 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(http.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            Duration::from_millis(http.body_timeout_ms),
+            body_deadline,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            store_gate::<S>,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), track::<S>))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(cors(&http.cors_origins))
         .with_state(state)
 }
 
-/// Serves the application on `listener` until `shutdown` completes.
+/// Serves the application on `listener` until `shutdown` completes, under the
+/// configuration's connection limits ([`server`]).
 pub async fn serve<S: Store>(
     listener: tokio::net::TcpListener,
     state: AppState<S>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = server::Limits::from_config(&state.config.http);
+    server::serve(listener, router(state), limits, shutdown).await
+}
+
+/// Answers requests that need the store 503 at once while it is away (see
+/// [`crate::service::store_gate`]), and has the store checked when a request found it
+/// unavailable. Every `/v1/` route needs the store; `/healthz`, `/metrics`, the
+/// document and the dashboard's files do not (`/readyz` checks on its own).
+async fn store_gate<S: Store>(
+    State(state): State<AppState<S>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let needs_store = req.uri().path().starts_with("/v1/");
+    if needs_store && let Some(why) = state.gate.away() {
+        return ApiError::Unavailable(why).into_response();
+    }
+    let response = next.run(req).await;
+    if response
+        .extensions()
+        .get::<error::StoreUnavailable>()
+        .is_some()
+    {
+        state.gate.suspect(&state.store);
+    }
+    response
+}
+
+/// A request body that must arrive whole before its deadline: a client trickling it
+/// cannot hold a connection (and a handler) for ever. Past the deadline the body fails
+/// and the request is answered 408, closing the connection ([`body_deadline`]).
+struct DeadlineBody {
+    inner: Body,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    timed_out: Arc<AtomicBool>,
+}
+
+impl http_body::Body for DeadlineBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            self.timed_out.store(true, Ordering::Release);
+            return Poll::Ready(Some(Err(axum::Error::new(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the request body did not arrive in time",
+            )))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Gives each request body `timeout` to arrive (see [`DeadlineBody`]); a request whose
+/// body ran out of time is answered 408 with `Connection: close`, whatever its handler
+/// made of the failed body.
+async fn body_deadline(State(timeout): State<Duration>, req: Request, next: Next) -> Response {
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let req = req.map(|inner| {
+        Body::new(DeadlineBody {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            timed_out: timed_out.clone(),
+        })
+    });
+    let response = next.run(req).await;
+    if !timed_out.load(Ordering::Acquire) {
+        return response;
+    }
+    let mut response = ApiError::RequestTimeout(format!(
+        "the request body did not arrive within {} ms",
+        timeout.as_millis()
+    ))
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {

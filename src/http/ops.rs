@@ -59,11 +59,15 @@ pub async fn get_health() -> axum::Json<Status> {
 pub async fn get_ready<S: Store>(
     State(state): State<AppState<S>>,
 ) -> ApiResult<axum::Json<Status>> {
+    // Within the configured ready timeout, and at once while the store is away.
+    if let Some(why) = state.gate.away() {
+        return Err(ApiError::Unavailable(why));
+    }
     state
-        .store
-        .ping()
+        .gate
+        .check(&state.store)
         .await
-        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        .map_err(ApiError::Unavailable)?;
     Ok(axum::Json(Status {
         status: "ready".into(),
         backend: Some(state.store.backend().into()),

@@ -463,8 +463,8 @@ pub struct ListQuery {
     #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
     /// Only reservations made before this one of the token's (the `next` of the page
-    /// before).
-    #[param(value_type = Option<String>)]
+    /// before); 404 when the token has no such reservation.
+    #[param(value_type = Option<String>, min_length = 1, max_length = 128, pattern = "^[!-~]+$")]
     pub before: Option<String>,
 }
 
@@ -783,9 +783,12 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         return Ok(None);
     };
     let text = value.to_str().unwrap_or_default();
+    // A structured-field string's quotes are not part of the key; `""` (nothing
+    // between them) is taken as written.
     let key = text
         .strip_prefix('"')
         .and_then(|t| t.strip_suffix('"'))
+        .filter(|t| !t.is_empty())
         .unwrap_or(text);
     if key.is_empty()
         || key.len() > MAX_IDEMPOTENCY_KEY
@@ -855,7 +858,8 @@ async fn replayed_coallocation<S: Store>(
         ("Idempotency-Key" = Option<String>, Header, description = "A key of the client's \
             choosing (1 to 255 visible ASCII characters, e.g. a UUID), unique per request it \
             means: a request with a key the token already used for the same parameters \
-            answers 200 with that reservation and makes none; for other parameters, 409.")
+            answers 200 with that reservation and makes none; for other parameters, 409.",
+            min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$")
     ),
     request_body = ReservationIn,
     responses(
@@ -969,7 +973,8 @@ pub async fn post_reservation<S: Store>(
     params(ListQuery),
     responses(
         (status = 200, description = "The token's reservations", body = ReservationsOut),
-        (status = 400, description = "A parameter is invalid (`before` names no reservation of the token's)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A parameter is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`before` names no reservation of the token's", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -987,6 +992,13 @@ pub async fn list_reservations<S: Store>(
         None => None,
         Some(id) => match state.store.reservation(id.trim()).await? {
             Some(r) if r.request.owner == caller.token.name => Some(r.id),
+            // Well formed, but naming no reservation of the caller's (a page's `next`
+            // whose reservation is gone): not found, as `GET …/{id}` answers.
+            _ if !id.trim().is_empty() && id.len() <= 128 => {
+                return Err(ApiError::NotFound(format!(
+                    "before: you have no reservation {id:?}"
+                )));
+            }
             _ => {
                 return Err(ApiError::field(
                     "before",
@@ -1350,7 +1362,8 @@ pub async fn post_covarq_plan<S: Store>(
         ("Idempotency-Key" = Option<String>, Header, description = "As for POST \
             /v1/reservations: a request with a key the token already used for the same \
             parameters answers 200 with that co-allocation and makes none; for other \
-            parameters, 409.")
+            parameters, 409.",
+            min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$")
     ),
     request_body = CovarqIn,
     responses(

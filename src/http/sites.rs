@@ -156,7 +156,8 @@ pub struct QueuesResponse {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct WaitsQuery {
-    /// Start of the window (default: `until` minus one day).
+    /// Start of the window (default: `until` minus one day); not after `until` (equal
+    /// to it: the empty window).
     #[param(value_type = Option<String>, format = DateTime)]
     pub since: Option<String>,
     /// End of the window, exclusive (default: just after the site's `as_of`).
@@ -238,10 +239,12 @@ pub enum DurationIn {
     Text(String),
 }
 
-/// Slurm's duration forms: `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS` (and
-/// plain seconds).
-const DURATION_PATTERN: &str =
-    "^([0-9]{1,9}-[0-9]{1,2}(:[0-9]{1,2}){0,2}|[0-9]{1,9}(:[0-9]{1,2}){0,2})$";
+/// The durations the OpenAPI document promises are accepted: whole seconds from 1 to
+/// 9999999, `HH:MM:SS`, `MM:SS`, and `D-HH[:MM[:SS]]` up to 365 days — never zero, never
+/// past [`super::params::MAX_DURATION_S`]. (The server reads a few more spellings, e.g.
+/// more seconds or three-digit hours, within the same bounds.) The query parameters'
+/// attributes repeat it (utoipa takes a literal there); a test keeps them equal.
+pub const DURATION_PATTERN: &str = r"^([1-9][0-9]{0,6}|(0?[1-9]|[1-9][0-9]):[0-5][0-9]:[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:00:(0[1-9]|[1-5][0-9])|(0?[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9])|([1-9]|[1-9][0-9]|[12][0-9]{2}|3[0-5][0-9]|36[0-5])-([01]?[0-9]|2[0-3])(:[0-5][0-9]){0,2})$";
 
 impl utoipa::PartialSchema for DurationIn {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
@@ -494,6 +497,25 @@ pub async fn put_site<S: Store>(
             "site {name:?} is an archive imported from a trace; live sites need another name"
         )));
     }
+    // The site's bound on queues (ingest.max_queues_per_site) holds here too.
+    let mut new = std::collections::BTreeSet::new();
+    for q in &queues {
+        if state.store.queue(site.id, &q.name).await?.is_none() {
+            new.insert(q.name.as_str());
+        }
+    }
+    let max = state.config.ingest.max_queues_per_site;
+    let have = state.store.count_queues(site.id).await?.max(0) as u64;
+    if !new.is_empty() && have + new.len() as u64 > max {
+        return Err(ApiError::field(
+            "queues",
+            format!(
+                "the site has {have} queues and may have at most {max} \
+                 (setting ingest.max_queues_per_site); {} would be new",
+                new.len()
+            ),
+        ));
+    }
     for q in &queues {
         let q = state.store.upsert_queue(site.id, q).await?;
         // Answers for a queue with no jobs yet, and its limits for site selection.
@@ -550,10 +572,12 @@ pub async fn list_waits<S: Store>(
     let thin = fields
         .opt("thin", q.thin.as_deref(), super::params::flag)
         .unwrap_or(false);
+    // `since == until` is the empty window (no jobs), which the document's formats
+    // allow; a window that ends before it begins is refused.
     if let (Some(s), Some(u)) = (since, until)
-        && s >= u
+        && s > u
     {
-        fields.refuse("since", "must be before until");
+        fields.refuse("since", "must not be after until");
     }
     fields.finish()?;
 
@@ -565,9 +589,10 @@ pub async fn list_waits<S: Store>(
         SiteKind::Live => None,
     };
     let as_of = state.as_of(&site, last);
+    let given_until = until.is_some();
     let until = until.unwrap_or(as_of.saturating_add(1));
     if let Some(s) = since
-        && s >= until
+        && (s > until || (s == until && !given_until))
     {
         return Err(ApiError::field(
             "since",

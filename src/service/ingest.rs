@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::{QueueConfig, SiteConfig, SourceConfig};
+use crate::config::{IngestConfig, QueueConfig, SiteConfig, SourceConfig};
 use crate::sources::pbs::PbsFollower;
 use crate::sources::sacct::SacctRunner;
 use crate::sources::sge::SgeFollower;
@@ -46,6 +46,9 @@ pub struct IngestOutcome {
     /// Of those, the ones not kept aside before (the same record received again — a
     /// poll repeated after a restart, a retried push — is kept once and counted once).
     pub rejects_new: u64,
+    /// Of the records refused, those not kept: past the bound per request or per site
+    /// ([`IngestConfig`]); counted only.
+    pub rejects_unkept: u64,
     /// Latest event among the valid records.
     pub last_record_at: Option<i64>,
 }
@@ -62,7 +65,12 @@ pub fn future_reason(field: &str, t: i64, now: i64) -> String {
 }
 
 /// Writes one batch of records for `site` (see the module's description). `source`
-/// names where they came from, in rejects; `now` stamps the rejects.
+/// names where they came from, in rejects; `now` stamps the rejects. `refused` counts
+/// records the caller refused beyond those in `rejects` (already past the bound per
+/// request, so not given). Of the refused records at most `limits.max_rejects_per_request`
+/// are kept, and none once the site keeps `limits.max_rejects_per_site`; a record naming
+/// a new queue once the site has `limits.max_queues_per_site` is refused.
+#[expect(clippy::too_many_arguments)]
 pub async fn ingest<S: Store>(
     store: &S,
     predictors: &Predictors,
@@ -70,11 +78,16 @@ pub async fn ingest<S: Store>(
     source: &str,
     records: &[JobRecord],
     rejects: &[RecordReject],
+    refused: u64,
+    limits: &IngestConfig,
     now: i64,
 ) -> Result<IngestOutcome, StoreError> {
     let mut out = IngestOutcome::default();
+    let per_request = limits.max_rejects_per_request;
+    let mut unkept = refused;
     let mut kept: Vec<NewReject> = rejects
         .iter()
+        .take(per_request)
         .map(|r| NewReject {
             site_id: site.id,
             source: source.to_string(),
@@ -84,12 +97,22 @@ pub async fn ingest<S: Store>(
             received_at: now,
         })
         .collect();
+    unkept += rejects.len().saturating_sub(per_request) as u64;
+    let mut keep = |kept: &mut Vec<NewReject>, r: NewReject| {
+        if kept.len() < per_request {
+            kept.push(r);
+        } else {
+            unkept += 1;
+        }
+    };
     let mut queues: HashMap<String, Queue> = HashMap::new();
+    // The site's number of queues, read when a record first names a new one.
+    let mut queue_count: Option<u64> = None;
     let mut jobs = Vec::with_capacity(records.len());
     for r in records {
         let queue_ok = super::check_name(&r.queue).map_err(|e| format!("queue: {e}"));
         if let Err(reason) = queue_ok {
-            kept.push(reject_of(site, source, r, reason, now));
+            keep(&mut kept, reject_of(site, source, r, reason, now));
             continue;
         }
         if !queues.contains_key(&r.queue) {
@@ -98,6 +121,21 @@ pub async fn ingest<S: Store>(
             let q = match store.queue(site.id, &r.queue).await? {
                 Some(q) => q,
                 None => {
+                    let count = match queue_count {
+                        Some(n) => n,
+                        None => store.count_queues(site.id).await?.max(0) as u64,
+                    };
+                    if count >= limits.max_queues_per_site {
+                        queue_count = Some(count);
+                        let reason = format!(
+                            "queue {:?} is new and the site has its {} queues already \
+                             (setting ingest.max_queues_per_site)",
+                            r.queue, limits.max_queues_per_site
+                        );
+                        keep(&mut kept, reject_of(site, source, r, reason, now));
+                        continue;
+                    }
+                    queue_count = Some(count + 1);
                     store
                         .upsert_queue(
                             site.id,
@@ -130,17 +168,14 @@ pub async fn ingest<S: Store>(
         };
         let checked = job.validate();
         if let Err(reason) = checked {
-            kept.push(reject_of(site, source, r, reason, now));
+            keep(&mut kept, reject_of(site, source, r, reason, now));
             continue;
         }
         if let Some((field, t)) = r.from_the_future(now) {
-            kept.push(reject_of(
-                site,
-                source,
-                r,
-                future_reason(field, t, now),
-                now,
-            ));
+            keep(
+                &mut kept,
+                reject_of(site, source, r, future_reason(field, t, now), now),
+            );
             continue;
         }
         out.last_record_at = Some(
@@ -157,6 +192,17 @@ pub async fn ingest<S: Store>(
         let changed = predictors.ingest(store, site, &of_records, &jobs).await?;
         out.changed = changed.len() as u64;
     }
+    let refused_total = kept.len() as u64 + unkept;
+    if !kept.is_empty() {
+        // The site's bound: only as many as it has room for.
+        let room = limits
+            .max_rejects_per_site
+            .saturating_sub(store.count_rejects(site.id).await?.max(0) as u64);
+        if (kept.len() as u64) > room {
+            unkept += kept.len() as u64 - room;
+            kept.truncate(room as usize);
+        }
+    }
     if !kept.is_empty() {
         // Kept as received, except NUL, which PostgreSQL's text cannot hold.
         for r in &mut kept {
@@ -169,7 +215,17 @@ pub async fn ingest<S: Store>(
         }
         out.rejects_new = store.insert_rejects(&kept).await?;
     }
-    out.rejected = kept.len() as u64;
+    if unkept > 0 {
+        tracing::warn!(
+            site = %site.name,
+            source,
+            refused = refused_total,
+            unkept,
+            "refused records past the bounds on rejects kept: counted, not kept"
+        );
+    }
+    out.rejected = refused_total;
+    out.rejects_unkept = unkept;
     Ok(out)
 }
 
@@ -443,6 +499,10 @@ async fn poll_once<S: Store, Src: Source>(
         name,
         &batch.records,
         &batch.rejects,
+        0,
+        // A configured source's batches are bounded by its own reading; the bounds on
+        // what it makes the site keep are the defaults.
+        &IngestConfig::default(),
         now,
     )
     .await
@@ -470,7 +530,7 @@ async fn poll_once<S: Store, Src: Source>(
             cursor: batch.cursor,
             at: clock.now(),
             accepted: out.changed as i64,
-            rejected: out.rejects_new as i64,
+            rejected: (out.rejects_new + out.rejects_unkept) as i64,
             last_record_at: out.last_record_at,
         })
         .await

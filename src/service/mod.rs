@@ -16,6 +16,7 @@ pub mod planning;
 pub mod predictors;
 pub mod reservations;
 pub mod state;
+pub mod store_gate;
 pub mod tokens;
 pub mod users;
 

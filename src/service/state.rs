@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::store::{Site, SiteKind, Store};
 
 use super::reservations::Submitters;
+use super::store_gate::StoreGate;
 use super::{Clock, Predictors, metrics::Metrics};
 
 /// Shared state of a running service. Cheap to clone (handles and `Arc`s).
@@ -24,6 +25,8 @@ pub struct AppState<S: Store> {
     pub clock: Arc<dyn Clock>,
     /// The schedulers reservations are submitted to, by site.
     pub submitters: Arc<Submitters>,
+    /// Whether the store is away (requests that need it then fail fast).
+    pub gate: Arc<StoreGate>,
 }
 
 impl<S: Store> Clone for AppState<S> {
@@ -35,6 +38,7 @@ impl<S: Store> Clone for AppState<S> {
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
             submitters: self.submitters.clone(),
+            gate: self.gate.clone(),
         }
     }
 }
@@ -42,8 +46,10 @@ impl<S: Store> Clone for AppState<S> {
 impl<S: Store> AppState<S> {
     /// State for a service on `store`; the predictors answer live sites by `clock`.
     pub fn new(store: S, config: Config, predictors: Predictors, clock: Arc<dyn Clock>) -> Self {
+        let ready_timeout = std::time::Duration::from_millis(config.store.ready_timeout_ms);
         Self {
             store,
+            gate: Arc::new(StoreGate::new(ready_timeout)),
             config: Arc::new(config),
             predictors: Arc::new(predictors.with_clock(clock.clone())),
             metrics: Arc::new(Metrics::new()),

@@ -335,6 +335,22 @@ macro_rules! common_store_methods {
         Ok(true)
     }
 
+    async fn count_rejects(&self, site_id: i64) -> StoreResult<i64> {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM rejects WHERE site_id = $1")
+            .bind(site_id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn count_queues(&self, site_id: i64) -> StoreResult<i64> {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM queues WHERE site_id = $1")
+            .bind(site_id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
     async fn rejects(&self, site_id: i64, after: i64, limit: i64) -> StoreResult<Vec<Reject>> {
         let rows = sqlx::query_as::<_, RejectRow>(concat!(
             "SELECT ",

@@ -769,6 +769,12 @@ pub trait Store: Clone + Send + Sync + 'static {
         rejects: &[NewReject],
     ) -> impl Future<Output = StoreResult<u64>> + Send;
 
+    /// How many rejects a site keeps.
+    fn count_rejects(&self, site_id: i64) -> impl Future<Output = StoreResult<i64>> + Send;
+
+    /// How many queues a site has.
+    fn count_queues(&self, site_id: i64) -> impl Future<Output = StoreResult<i64>> + Send;
+
     /// A site's rejects with an id above `after`, oldest first, at most `limit`.
     fn rejects(
         &self,
@@ -1031,8 +1037,33 @@ pub trait StoreTask {
     fn run<S: Store>(self, store: S) -> impl Future<Output = Self::Output>;
 }
 
+/// How the store's connections are waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Longest a query waits for a connection (PostgreSQL: an idle one, or a new one
+    /// to a server that refuses or does not answer) before it fails as unavailable.
+    pub acquire_timeout: std::time::Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            acquire_timeout: std::time::Duration::from_secs(5),
+        }
+    }
+}
+
 /// Opens the store a URL names, applies its migrations, and runs `task` on it.
 pub async fn with_store<T: StoreTask>(url: &str, task: T) -> StoreResult<T::Output> {
+    with_store_options(url, StoreOptions::default(), task).await
+}
+
+/// [`with_store`], with these options.
+pub async fn with_store_options<T: StoreTask>(
+    url: &str,
+    options: StoreOptions,
+    task: T,
+) -> StoreResult<T::Output> {
     Ok(match Backend::from_url(url)? {
         Backend::Sqlite => {
             let store = SqliteStore::connect(url).await?;
@@ -1040,7 +1071,7 @@ pub async fn with_store<T: StoreTask>(url: &str, task: T) -> StoreResult<T::Outp
             task.run(store).await
         }
         Backend::Postgres => {
-            let store = PgStore::connect(url).await?;
+            let store = PgStore::connect_with(url, options).await?;
             store.migrate().await?;
             task.run(store).await
         }

@@ -2,8 +2,6 @@
 //! column arrays and come apart with `UNNEST … WITH ORDINALITY`, so a batch of ten
 //! thousand jobs is one round trip and the identity values follow the batch's order.
 
-use std::time::Duration;
-
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
@@ -40,13 +38,18 @@ pub struct PgStore {
 impl PgStore {
     /// Connects to the database a `postgres://` URL names.
     pub async fn connect(url: &str) -> StoreResult<Self> {
+        Self::connect_with(url, super::StoreOptions::default()).await
+    }
+
+    /// [`PgStore::connect`], with these options.
+    pub async fn connect_with(url: &str, opts: super::StoreOptions) -> StoreResult<Self> {
         let shown = redact_url(url);
         let options: PgConnectOptions = url
             .parse()
             .map_err(|e| StoreError::Database(format!("{shown}: {e}")))?;
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(opts.acquire_timeout)
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Database(format!("{shown}: {e}")))?;

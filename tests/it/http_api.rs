@@ -233,6 +233,16 @@ async fn bad_parameters_are_400s_naming_the_parameter() {
     // Every bad parameter at once.
     let res = app.get(&format!("{base}?limit=0&since=x"), None).await;
     res.invalid(&["since", "limit"]);
+    // `since == until` is the empty window, not a mistake (issue 22).
+    let t = "2000-01-01T00:00:00Z";
+    let empty = app.get(&format!("{base}?since={t}&until={t}"), None).await;
+    assert_eq!(empty.status, 200, "{}", empty.text());
+    assert_eq!(
+        empty.json()["jobs"],
+        serde_json::json!([]),
+        "{}",
+        empty.text()
+    );
 }
 
 #[tokio::test]

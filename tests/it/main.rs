@@ -4,8 +4,10 @@
 //! fail when a trace is missing. The store and HTTP tests run on a fresh database each
 //! (`support::TestDb`: SQLite, or PostgreSQL when `TEST_DATABASE_URL` is set).
 
+mod bounded_input;
 mod bounds;
 mod browser;
+mod connections;
 mod dashboard;
 mod demo;
 mod http_api;
@@ -23,6 +25,7 @@ mod sensors;
 mod sim;
 mod slurm;
 mod smaller;
+mod store_away;
 mod store_story;
 mod support;
 mod varq_generality;

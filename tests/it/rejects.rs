@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use qbets::config::IngestConfig;
 use qbets::service::Predictors;
 use qbets::service::ingest::ingest;
 use qbets::sources::pbs::PbsFollower;
@@ -68,6 +69,8 @@ impl StoreTask for Story {
                     "pbs",
                     &batch.records,
                     &batch.rejects,
+                    0,
+                    &IngestConfig::default(),
                     NOW,
                 )
                 .await
@@ -101,9 +104,19 @@ impl StoreTask for Story {
             reason: "job_state: unknown".into(),
         };
         let report = async |raw: &str| {
-            let out = ingest(&store, &predictors, &site, "slurm", &[], &[bad(raw)], NOW)
-                .await
-                .unwrap();
+            let out = ingest(
+                &store,
+                &predictors,
+                &site,
+                "slurm",
+                &[],
+                &[bad(raw)],
+                0,
+                &IngestConfig::default(),
+                NOW,
+            )
+            .await
+            .unwrap();
             (out.rejected, out.rejects_new)
         };
         // Each report names the record; only the first counts it as new.
@@ -144,6 +157,8 @@ impl StoreTask for Story {
             "slurm",
             &[ahead("9", NOW + 86_400), ahead("10", NOW + 600)],
             &[],
+            0,
+            &IngestConfig::default(),
             NOW,
         )
         .await

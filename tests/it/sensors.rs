@@ -571,6 +571,8 @@ async fn slurm_outage_story<S: Store>(store: &S) {
         "earlier",
         &[stale("900000001", None), stale("900000002", Some(t + 60))],
         &[],
+        0,
+        &qbets::config::IngestConfig::default(),
         t + 120,
     )
     .await

@@ -158,7 +158,7 @@ use qbets::config::Config;
 use qbets::service::import::ImportSummary;
 use qbets::service::reservations::Submitters;
 use qbets::service::{AppState, FixedClock, Predictors, tokens};
-use qbets::store::{Scope, Store, StoreTask, with_store};
+use qbets::store::{Scope, Store, StoreTask, with_store, with_store_options};
 use tower::ServiceExt;
 
 /// The application built in-process on a fresh database, with a fixed clock.
@@ -230,8 +230,9 @@ impl PendingApp {
         };
         adjust(&mut config);
         let clock = FixedClock::at(TEST_NOW);
-        let router = with_store(
+        let router = with_store_options(
             &config.database_url,
+            config.store.options(),
             BuildRouter {
                 config: config.clone(),
                 clock: clock.clone(),
@@ -252,8 +253,9 @@ impl TestApp {
     /// Builds the application again on the same database and clock, as a restarted
     /// server would (the predictors are rebuilt from the store, e.g. after an import).
     pub async fn restart(&mut self) {
-        self.router = with_store(
+        self.router = with_store_options(
             &self.config.database_url,
+            self.config.store.options(),
             BuildRouter {
                 config: self.config.clone(),
                 clock: self.clock.clone(),
@@ -277,13 +279,17 @@ impl TestApp {
             .unwrap()
     }
 
-    /// Serves the application on a loopback port (for a real browser) until the test's
-    /// runtime ends; returns its base URL.
+    /// Serves the application on a loopback port (for a real browser, or real sockets)
+    /// until the test's runtime ends, as `qbets serve` does (its connection limits
+    /// included); returns its base URL.
     pub async fn listen(&self) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let router = self.router.clone();
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        let limits = qbets::http::server::Limits::from_config(&self.config.http);
+        tokio::spawn(async move {
+            qbets::http::server::serve(listener, router, limits, std::future::pending()).await
+        });
         url
     }
 
