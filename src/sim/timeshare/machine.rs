@@ -198,7 +198,7 @@ pub struct TimeShareSim {
     cells: Vec<Option<ProcRef>>,
     /// GS and FCFS: the process each PE runs.
     current: Vec<Option<ProcRef>>,
-    /// Jobs launching or running.
+    /// Jobs launching or running, by index (start order), always sorted.
     active: Vec<usize>,
     quantum: u64,
     now_s: f64,
@@ -466,7 +466,11 @@ impl TimeShareSim {
                     for (k, &(row, pe)) in cells.iter().enumerate() {
                         self.cells[row * pes + pe] = Some((j, k as u32));
                     }
-                    self.active.push(j);
+                    // In start order (job index) at all times: `allocate`'s snapshots
+                    // are read back in this order, so it must not change without a new
+                    // generation (any-fit admission starts jobs out of arrival order).
+                    let at = self.active.partition_point(|&a| a < j);
+                    self.active.insert(at, j);
                     self.generation += 1;
                 }
                 None if self.p.admission == Admission::Fcfs => break,
@@ -661,6 +665,9 @@ impl TimeShareSim {
     /// The PEs' shares and every running process's rate for active row `row`.
     fn allocate(&mut self, row: usize) {
         let slot = if self.p.algorithm.has_slots() { row } else { 0 };
+        // A snapshot is laid out in the order of `active`; that order only changes
+        // with the generation because `active` is kept sorted.
+        debug_assert!(self.active.is_sorted(), "active jobs out of order");
         if let Some((g, snap)) = &self.cache[slot]
             && *g == self.generation
         {
@@ -806,7 +813,8 @@ impl TimeShareSim {
                 k += 1;
                 continue;
             }
-            self.active.swap_remove(k);
+            // `remove` keeps the others in order (see `admit`).
+            self.active.remove(k);
             self.generation += 1;
             let js = &mut self.jobs[j];
             js.phase = Phase::Done;
@@ -823,8 +831,6 @@ impl TimeShareSim {
             }
             self.done += 1;
         }
-        // Keep the active list in start order so that runs are reproducible.
-        self.active.sort_unstable();
     }
 }
 

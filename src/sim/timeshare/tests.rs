@@ -638,3 +638,60 @@ proptest! {
         prop_assert_eq!(run(&p, jobs, |_| {}).unwrap(), out);
     }
 }
+
+/// The case proptest found (proptest-regressions/sim/timeshare/tests.txt): under GS
+/// with any-fit admission, jobs started out of arrival order left the active list
+/// unsorted; it was sorted again without a new generation, and a row's cached shares
+/// were then handed to the wrong jobs' processes (PE 0 used 2).
+#[test]
+fn gs_cached_shares_follow_their_jobs_when_started_out_of_order() {
+    let mut p = Params::thesis(Algorithm::Gs);
+    p.processors = 7;
+    p.mpl = 2;
+    p.q_local_s = 0.0;
+    p.admission = Admission::AnyFit;
+    let jobs = vec![
+        job(
+            1,
+            8.43959234717213,
+            1,
+            2.729491358657935,
+            0.1,
+            0.0,
+            Pattern::None,
+        ),
+        job(
+            2,
+            7.9429718420757185,
+            5,
+            2.412666385701674,
+            0.1,
+            0.0,
+            Pattern::None,
+        ),
+        job(3, 8.36029346858787, 5, 0.0, 0.1, 0.0, Pattern::None),
+        job(
+            4,
+            7.5453723675734725,
+            3,
+            5.588198377029502,
+            0.1,
+            0.0,
+            Pattern::None,
+        ),
+    ];
+    let mut sim = TimeShareSim::new(p, jobs).unwrap();
+    let mut steps = 0u64;
+    while sim.step() {
+        steps += 1;
+        assert!(steps < 100_000, "runs away");
+        for (pe, u) in sim.pe_used().into_iter().enumerate() {
+            assert!(
+                (0.0..=1.0 + 1e-9).contains(&u),
+                "PE {pe} used {u} at {} s",
+                sim.now_s()
+            );
+        }
+    }
+    assert_eq!(sim.finished(), 4);
+}
