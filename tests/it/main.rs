@@ -6,6 +6,7 @@
 
 mod bounds;
 mod browser;
+mod cli;
 mod dashboard;
 mod demo;
 mod http_api;
