@@ -25,7 +25,7 @@ local qbets = {
   -- The qbets server and the name it knows this cluster by.
   url = os.getenv("QBETS_URL") or "http://127.0.0.1:8080",
   site = os.getenv("QBETS_SITE") or "local",
-  -- Seconds for the whole exchange (connection included).
+  -- Seconds for the whole exchange (two requests, connections included).
   timeout_s = tonumber(os.getenv("QBETS_HINT_TIMEOUT") or "") or 2,
   -- The partition of a job that names none (Slurm's Default=YES one); nil: the hint
   -- then names the queue that waits least.
@@ -82,28 +82,27 @@ local function seconds(t)
   return total
 end
 
--- Two GETs in one curl run (one process, one timeout); each body on its own line.
-local function fetch(paths)
-  local cmd = { "curl", "-sS", "--fail", "--max-time", tostring(qbets.timeout_s),
-                "--connect-timeout", tostring(qbets.timeout_s), "-H", "'Accept: application/json'",
-                "-w", "'\\n'" }
+-- GET path; the body (one line of JSON) or nil. Each request may take half the
+-- budget, so the two a hint needs stay within timeout_s together.
+local function fetch(path)
+  local t = tostring(qbets.timeout_s / 2)
+  local u = quoted(qbets.url:gsub("/+$", "") .. path)
+  if not u then return nil end
+  local cmd = { "curl", "-sS", "--fail", "--max-time", t, "--connect-timeout", t,
+                "-H", "'Accept: application/json'" }
   if qbets.curl_config then
     local c = quoted(qbets.curl_config)
     if not c then return nil end
     cmd[#cmd + 1] = "-K"
     cmd[#cmd + 1] = c
   end
-  for _, p in ipairs(paths) do
-    local u = quoted(qbets.url:gsub("/+$", "") .. p)
-    if not u then return nil end
-    cmd[#cmd + 1] = u
-  end
+  cmd[#cmd + 1] = u
   local f = io.popen(table.concat(cmd, " ") .. " 2>/dev/null", "r")
   if not f then return nil end
-  local lines = {}
-  for line in f:lines() do lines[#lines + 1] = line end
+  local body = f:read("*a")
   f:close()
-  return lines
+  if body == nil or body == "" then return nil end
+  return body
 end
 
 local function hint(options)
@@ -126,15 +125,12 @@ local function hint(options)
   if not walltime and partition then walltime = seconds(qbets.default_time[partition]) end
   if not walltime then return nil end
 
-  local lines = fetch({
-    string.format("/v1/bounds?nodes=%d&walltime=%d", nodes, walltime),
-    "/v1/sites/" .. qbets.site .. "/queues",
-  })
-  if not lines or not lines[1] then return nil end
+  local answer = fetch(string.format("/v1/bounds?nodes=%d&walltime=%d", nodes, walltime))
+  if not answer then return nil end
 
   -- The bounds, shortest first as the server orders them, of this site's queues.
   local bounds, mine = {}, nil
-  for site, queue, quantile, status, bound in lines[1]:gmatch(
+  for site, queue, quantile, status, bound in answer:gmatch(
       '"site":"([^"]*)","queue":"([^"]*)".-"quantile":([%d.e-]+).-"status":"([^"]*)","bound_s":(%w+)') do
     if site == qbets.site then
       local b = { queue = queue, quantile = tonumber(quantile), status = status, bound = tonumber(bound) }
@@ -143,8 +139,9 @@ local function hint(options)
     end
   end
   if #bounds == 0 then return nil end
+  -- Jobs waiting per queue: a second request, only when the first was answered.
   local waiting = {}
-  for name, pending in (lines[2] or ""):gmatch('"name":"([^"]*)".-"pending":(%d+)') do
+  for name, pending in (fetch("/v1/sites/" .. qbets.site .. "/queues") or ""):gmatch('"name":"([^"]*)".-"pending":(%d+)') do
     waiting[name] = tonumber(pending)
   end
 
