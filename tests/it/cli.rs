@@ -304,7 +304,7 @@ async fn a_server_that_is_not_there_is_exit_code_3() {
 async fn completions_and_help_cover_the_users_commands() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let run = qbets("http://unused", None, &["completions", shell]).await.expect(0);
-        for word in ["bound", "deadline", "rank", "reserve", "--walltime"] {
+        for word in ["bound", "deadline", "rank", "reserve", "walltime"] {
             assert!(run.stdout.contains(word), "{shell}: no {word}");
         }
     }
