@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use serde_json::Value;
 
 use super::remote::{
-    Failure, ServerArgs, Table, When, duration, exit, human, nodes, or_dash, percent,
-    print_json, probability, run_command, when,
+    Failure, ServerArgs, Table, When, duration, exit, human, nodes, or_dash, percent, print_json,
+    probability, run_command, when,
 };
 use crate::client::{Client, ClientError, encode};
 use crate::http::bounds::{AnswerStatus, BoundView, BoundsResponse, DeadlineView};
@@ -292,7 +292,9 @@ async fn ask_rank(args: RankArgs) -> Result<u8, Failure> {
             format_walltime(args.shape.walltime)
         );
     } else {
-        let mut t = Table::new(&["RANK", "SITE", "QUEUE", "BOUND", "WITHIN", "STATUS", "HISTORY"]);
+        let mut t = Table::new(&[
+            "RANK", "SITE", "QUEUE", "BOUND", "WITHIN", "STATUS", "HISTORY",
+        ]);
         let mut rank = 0;
         for b in &r.bounds {
             let shown_rank = if b.bound_s.is_some() {
@@ -390,7 +392,10 @@ async fn job_from_waits(client: &Client, args: &JobArgs) -> Result<u8, Failure> 
         .get(&format!("/v1/sites/{}/queues", encode(&args.site)), &[])
         .await?;
     let as_of = crate::http::params::timestamp(&queues.as_of).map_err(|e| {
-        Failure::new(exit::FAILURE, format!("unexpected as_of from the server: {e}"))
+        Failure::new(
+            exit::FAILURE,
+            format!("unexpected as_of from the server: {e}"),
+        )
     })?;
     let since = crate::service::format_unix(as_of - i64::from(args.days) * 86_400);
     for q in &queues.queues {
@@ -413,8 +418,16 @@ async fn job_from_waits(client: &Client, args: &JobArgs) -> Result<u8, Failure> 
                     }))?;
                 } else {
                     let mut t = Table::new(&[
-                        "SITE", "QUEUE", "JOB", "NODES", "WALLTIME", "SUBMITTED", "STARTED",
-                        "WAITED", "BOUND", "STATE",
+                        "SITE",
+                        "QUEUE",
+                        "JOB",
+                        "NODES",
+                        "WALLTIME",
+                        "SUBMITTED",
+                        "STARTED",
+                        "WAITED",
+                        "BOUND",
+                        "STATE",
                     ]);
                     t.row(vec![
                         args.site.clone(),
@@ -430,8 +443,12 @@ async fn job_from_waits(client: &Client, args: &JobArgs) -> Result<u8, Failure> 
                     ]);
                     t.print();
                     match within {
-                        Some(true) => println!("\nIt started within the bound it was given at submission."),
-                        Some(false) => println!("\nIt waited longer than the bound it was given at submission."),
+                        Some(true) => {
+                            println!("\nIt started within the bound it was given at submission.")
+                        }
+                        Some(false) => println!(
+                            "\nIt waited longer than the bound it was given at submission."
+                        ),
                         None => println!(
                             "\nNo bound was given at its submission ({}).",
                             j.bound_status.as_deref().unwrap_or("not predicted")

@@ -69,11 +69,7 @@ impl ServerArgs {
     pub fn client(&self) -> Result<Client, ClientError> {
         // Read here, not by clap, so that the secret never shows in `--help`.
         let token = std::env::var("QBETS_TOKEN").ok();
-        Client::new(
-            &self.server,
-            token,
-            Duration::from_secs_f64(self.timeout),
-        )
+        Client::new(&self.server, token, Duration::from_secs_f64(self.timeout))
     }
 }
 
@@ -182,8 +178,7 @@ pub fn duration(text: &str) -> Result<i64, String> {
             _ => return Err(bad()),
         };
         // Units in order, each once: 1h30m, not 30m1h or 1h1h.
-        if number.is_empty() || number.len() > 9 || (last_unit != usize::MAX && rank <= last_unit)
-        {
+        if number.is_empty() || number.len() > 9 || (last_unit != usize::MAX && rank <= last_unit) {
             return Err(bad());
         }
         last_unit = rank;
@@ -331,7 +326,9 @@ mod tests {
         assert_eq!(duration("+1h30m"), Ok(5_400));
         assert_eq!(duration("2d"), Ok(172_800));
         assert_eq!(duration("45s"), Ok(45));
-        for bad in ["", "0", "h", "30m1h", "1h1h", "1.5h", "1 h", "-5", "1x", "0m"] {
+        for bad in [
+            "", "0", "h", "30m1h", "1h1h", "1.5h", "1 h", "-5", "1x", "0m",
+        ] {
             assert!(duration(bad).is_err(), "{bad:?} was taken");
         }
     }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::remote::{
-    Failure, ServerArgs, Table, When, duration, exit, human, nodes, or_dash, percent,
-    print_json, probability, run_command, when,
+    Failure, ServerArgs, Table, When, duration, exit, human, nodes, or_dash, percent, print_json,
+    probability, run_command, when,
 };
 use crate::client::{Client, encode};
 use crate::http::params::format_walltime;
@@ -203,8 +203,15 @@ async fn reserve(args: ReserveArgs) -> Result<u8, Failure> {
                 print_json(&l)?;
             } else {
                 let mut t = Table::new(&[
-                    "ID", "SITE", "QUEUE", "NODES", "WALLTIME", "START AT", "STATE",
-                    "SUBMIT AT", "P",
+                    "ID",
+                    "SITE",
+                    "QUEUE",
+                    "NODES",
+                    "WALLTIME",
+                    "START AT",
+                    "STATE",
+                    "SUBMIT AT",
+                    "P",
                 ]);
                 for r in &l.reservations {
                     t.row(vec![
@@ -265,13 +272,18 @@ async fn reserve(args: ReserveArgs) -> Result<u8, Failure> {
 /// last record).
 async fn site_now(client: &Client, site: &str) -> Result<i64, Failure> {
     let sites: SitesResponse = client.get("/v1/sites", &[]).await?;
-    let s = sites
-        .sites
-        .iter()
-        .find(|s| s.name == site)
-        .ok_or_else(|| Failure::new(exit::REFUSED, format!("the server has no site named {site:?}")))?;
-    crate::http::params::timestamp(&s.as_of)
-        .map_err(|e| Failure::new(exit::FAILURE, format!("unexpected as_of from the server: {e}")))
+    let s = sites.sites.iter().find(|s| s.name == site).ok_or_else(|| {
+        Failure::new(
+            exit::REFUSED,
+            format!("the server has no site named {site:?}"),
+        )
+    })?;
+    crate::http::params::timestamp(&s.as_of).map_err(|e| {
+        Failure::new(
+            exit::FAILURE,
+            format!("unexpected as_of from the server: {e}"),
+        )
+    })
 }
 
 /// The JSON of a VARQ request, a relative --start resolved against the site's present.
@@ -302,11 +314,18 @@ async fn request_body(client: &Client, r: &RequestArgs) -> Result<serde_json::Va
 
 fn print_plan(p: &VarqPlanOut, nodes: i64) {
     let mut t = Table::new(&[
-        "SITE", "QUEUE", "START AT", "SUBMIT AT", "ASK FOR", "PROBABILITY", "OVERHEAD",
+        "SITE",
+        "QUEUE",
+        "START AT",
+        "SUBMIT AT",
+        "ASK FOR",
+        "PROBABILITY",
+        "OVERHEAD",
     ]);
-    let lead = p.plan.advertised_walltime_s.saturating_sub(
-        p.plan.required_node_s / u64::try_from(nodes.max(1)).unwrap_or(1),
-    );
+    let lead = p
+        .plan
+        .advertised_walltime_s
+        .saturating_sub(p.plan.required_node_s / u64::try_from(nodes.max(1)).unwrap_or(1));
     t.row(vec![
         p.site.clone(),
         p.queue.clone(),
@@ -353,7 +372,11 @@ fn print_reservation(r: &ReservationView) {
         ),
         (
             "ask for",
-            or_dash(r.plan.as_ref().map(|p| format_walltime(p.advertised_walltime_s))),
+            or_dash(
+                r.plan
+                    .as_ref()
+                    .map(|p| format_walltime(p.advertised_walltime_s)),
+            ),
         ),
         (
             "probability",
@@ -370,7 +393,11 @@ fn print_reservation(r: &ReservationView) {
         println!();
         let mut t = Table::new(&["AT", "STATE", "WHAT HAPPENED"]);
         for e in events {
-            t.row(vec![e.at.clone(), e.state.as_str().into(), e.reason.clone()]);
+            t.row(vec![
+                e.at.clone(),
+                e.state.as_str().into(),
+                e.reason.clone(),
+            ]);
         }
         t.print();
     }

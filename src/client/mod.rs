@@ -154,7 +154,9 @@ impl Client {
                 "the server URL {url:?} must start with http:// or https://"
             )));
         }
-        let token = token.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+        let token = token
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty());
         if let Some(t) = &token
             && !t.bytes().all(|b| b.is_ascii_graphic())
         {
@@ -195,8 +197,14 @@ impl Client {
         body: &B,
         idempotency_key: Option<&str>,
     ) -> Result<T, ClientError> {
-        self.send(reqwest::Method::POST, path, &[], Some(body), idempotency_key)
-            .await
+        self.send(
+            reqwest::Method::POST,
+            path,
+            &[],
+            Some(body),
+            idempotency_key,
+        )
+        .await
     }
 
     /// `DELETE path`.

@@ -19,8 +19,12 @@ struct Run {
 
 impl Run {
     fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {}\nstderr: {}",
+                self.stdout, self.stderr
+            )
+        })
     }
 
     fn expect(self, code: i32) -> Self {
@@ -72,23 +76,53 @@ async fn served() -> (TestApp, String, String) {
 async fn bound_and_deadline_answer_as_the_api_does() {
     let (app, _, base) = served().await;
     // --json is the server's own answer.
-    let run = qbets(&base, None, &["bound", SITE, "debug", "--nodes", "1", "--walltime", "10m", "--json"])
-        .await
-        .expect(0);
+    let run = qbets(
+        &base,
+        None,
+        &[
+            "bound",
+            SITE,
+            "debug",
+            "--nodes",
+            "1",
+            "--walltime",
+            "10m",
+            "--json",
+        ],
+    )
+    .await
+    .expect(0);
     let api = app
-        .get("/v1/sites/local/queues/debug/bound?nodes=1&walltime=600", None)
+        .get(
+            "/v1/sites/local/queues/debug/bound?nodes=1&walltime=600",
+            None,
+        )
         .await
         .json();
     assert_eq!(run.json(), api);
-    let bound_s = api["bound_s"].as_u64().expect("the debug queue has a bound");
+    let bound_s = api["bound_s"]
+        .as_u64()
+        .expect("the debug queue has a bound");
 
     // The table, and the sentence a person reads.
-    let run = qbets(&base, None, &["bound", SITE, "debug", "-N", "1", "-t", "00:10:00"])
-        .await
-        .expect(0);
+    let run = qbets(
+        &base,
+        None,
+        &["bound", SITE, "debug", "-N", "1", "-t", "00:10:00"],
+    )
+    .await
+    .expect(0);
     let header = run.stdout.lines().next().unwrap();
-    assert!(header.starts_with("SITE   QUEUE  NODES  WALLTIME  BOUND"), "{}", run.stdout);
-    assert!(run.stdout.contains(api["bound"].as_str().unwrap()), "{}", run.stdout);
+    assert!(
+        header.starts_with("SITE   QUEUE  NODES  WALLTIME  BOUND"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(api["bound"].as_str().unwrap()),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stdout.contains(&format!(
             "95% of jobs like this start within {} on debug (95% confidence).",
@@ -99,47 +133,104 @@ async fn bound_and_deadline_answer_as_the_api_does() {
     );
 
     // A queue with no history answers without a number: exit 6.
-    let run = qbets(&base, None, &["bound", SITE, "empty", "-N", "1", "-t", "600"])
-        .await
-        .expect(6);
-    assert!(run.stdout.contains("insufficient_history"), "{}", run.stdout);
-    assert!(run.stdout.contains("No bound: too few jobs like this"), "{}", run.stdout);
+    let run = qbets(
+        &base,
+        None,
+        &["bound", SITE, "empty", "-N", "1", "-t", "600"],
+    )
+    .await
+    .expect(6);
+    assert!(
+        run.stdout.contains("insufficient_history"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("No bound: too few jobs like this"),
+        "{}",
+        run.stdout
+    );
 
     // Deadlines: relative to the site's present, or a time.
-    let run = qbets(&base, None, &["deadline", SITE, "debug", "-N", "1", "-t", "10m", "--by", "+2m", "--json"])
-        .await
-        .expect(0);
+    let run = qbets(
+        &base,
+        None,
+        &[
+            "deadline", SITE, "debug", "-N", "1", "-t", "10m", "--by", "+2m", "--json",
+        ],
+    )
+    .await
+    .expect(0);
     let api = app
-        .get("/v1/sites/local/queues/debug/deadline?nodes=1&walltime=600&deadline=120", None)
+        .get(
+            "/v1/sites/local/queues/debug/deadline?nodes=1&walltime=600&deadline=120",
+            None,
+        )
         .await
         .json();
     assert_eq!(run.json(), api);
     assert_eq!(api["deadline"], qbets::service::format_unix(TEST_NOW + 120));
     let at = qbets::service::format_unix(TEST_NOW + 120);
-    let run = qbets(&base, None, &["deadline", SITE, "debug", "-N", "1", "-t", "10m", "--by", &at])
-        .await
-        .expect(0);
-    assert!(run.stdout.contains("starts within 2 min (by "), "{}", run.stdout);
+    let run = qbets(
+        &base,
+        None,
+        &[
+            "deadline", SITE, "debug", "-N", "1", "-t", "10m", "--by", &at,
+        ],
+    )
+    .await
+    .expect(0);
+    assert!(
+        run.stdout.contains("starts within 2 min (by "),
+        "{}",
+        run.stdout
+    );
 
     // The server's refusal names the field: exit 4.
     let past = qbets::service::format_unix(TEST_NOW - 60);
-    let run = qbets(&base, None, &["deadline", SITE, "debug", "-N", "1", "-t", "10m", "--by", &past])
-        .await
-        .expect(4);
-    assert!(run.stderr.contains("deadline: is not after"), "{}", run.stderr);
+    let run = qbets(
+        &base,
+        None,
+        &[
+            "deadline", SITE, "debug", "-N", "1", "-t", "10m", "--by", &past,
+        ],
+    )
+    .await
+    .expect(4);
+    assert!(
+        run.stderr.contains("deadline: is not after"),
+        "{}",
+        run.stderr
+    );
     // An unknown site or queue: exit 4, said as the server says it.
-    let run = qbets(&base, None, &["bound", "nowhere", "debug", "-N", "1", "-t", "10m"])
-        .await
-        .expect(4);
-    assert!(run.stderr.contains("no site named \"nowhere\""), "{}", run.stderr);
+    let run = qbets(
+        &base,
+        None,
+        &["bound", "nowhere", "debug", "-N", "1", "-t", "10m"],
+    )
+    .await
+    .expect(4);
+    assert!(
+        run.stderr.contains("no site named \"nowhere\""),
+        "{}",
+        run.stderr
+    );
     // A value the command line itself refuses: clap's exit 2, naming the flag.
-    let run = qbets(&base, None, &["bound", SITE, "debug", "-N", "0", "-t", "10m"])
-        .await
-        .expect(2);
+    let run = qbets(
+        &base,
+        None,
+        &["bound", SITE, "debug", "-N", "0", "-t", "10m"],
+    )
+    .await
+    .expect(2);
     assert!(run.stderr.contains("--nodes"), "{}", run.stderr);
-    let run = qbets(&base, None, &["bound", SITE, "debug", "-N", "1", "-t", "10 minutes"])
-        .await
-        .expect(2);
+    let run = qbets(
+        &base,
+        None,
+        &["bound", SITE, "debug", "-N", "1", "-t", "10 minutes"],
+    )
+    .await
+    .expect(2);
     assert!(run.stderr.contains("90m, 1h30m or 2d"), "{}", run.stderr);
 }
 
@@ -149,7 +240,10 @@ async fn rank_orders_every_queue_as_the_api_does() {
     let run = qbets(&base, None, &["rank", "-N", "1", "-t", "10m", "--json"])
         .await
         .expect(0);
-    let api = app.get("/v1/bounds?nodes=1&walltime=600", None).await.json();
+    let api = app
+        .get("/v1/bounds?nodes=1&walltime=600", None)
+        .await
+        .json();
     assert_eq!(run.json(), api);
     let order: Vec<&str> = api["bounds"]
         .as_array()
@@ -158,9 +252,14 @@ async fn rank_orders_every_queue_as_the_api_does() {
         .map(|b| b["queue"].as_str().unwrap())
         .collect();
     assert_eq!(order.len(), 3, "{api}");
-    assert_eq!(order[2], "empty", "queues without a number come last: {api}");
+    assert_eq!(
+        order[2], "empty",
+        "queues without a number come last: {api}"
+    );
 
-    let run = qbets(&base, None, &["rank", "-N", "1", "-t", "10m"]).await.expect(0);
+    let run = qbets(&base, None, &["rank", "-N", "1", "-t", "10m"])
+        .await
+        .expect(0);
     let rows: Vec<Vec<&str>> = run
         .stdout
         .lines()
@@ -175,20 +274,35 @@ async fn rank_orders_every_queue_as_the_api_does() {
         assert_eq!(row[2], *queue, "{}", run.stdout);
     }
     // A job no queue can run (the empty queue takes at most 4 nodes, debug 1 hour).
-    let api = app.get("/v1/bounds?nodes=8&walltime=7200", None).await.json();
+    let api = app
+        .get("/v1/bounds?nodes=8&walltime=7200", None)
+        .await
+        .json();
     let answered = api["bounds"]
         .as_array()
         .unwrap()
         .iter()
         .any(|b| b["site"] == SITE && b["bound_s"].is_u64());
-    let run = qbets(&base, None, &["rank", "--site", SITE, "-N", "8", "-t", "2h"])
-        .await
-        .expect(if answered { 0 } else { 6 });
+    let run = qbets(
+        &base,
+        None,
+        &["rank", "--site", SITE, "-N", "8", "-t", "2h"],
+    )
+    .await
+    .expect(if answered { 0 } else { 6 });
     assert!(run.stdout.contains("local  long"), "{}", run.stdout);
-    assert!(!run.stdout.contains("empty") && !run.stdout.contains("debug"), "{}", run.stdout);
-    let run = qbets(&base, None, &["rank", "--site", "nowhere", "-N", "1", "-t", "1h"])
-        .await
-        .expect(4);
+    assert!(
+        !run.stdout.contains("empty") && !run.stdout.contains("debug"),
+        "{}",
+        run.stdout
+    );
+    let run = qbets(
+        &base,
+        None,
+        &["rank", "--site", "nowhere", "-N", "1", "-t", "1h"],
+    )
+    .await
+    .expect(4);
     assert!(run.stderr.contains("no site named"), "{}", run.stderr);
 }
 
@@ -196,17 +310,29 @@ async fn rank_orders_every_queue_as_the_api_does() {
 async fn a_job_is_found_with_the_bound_it_was_given() {
     let (_app, _, base) = served().await;
     // The server has no job endpoint yet: the CLI looks among the jobs that started.
-    let run = qbets(&base, None, &["job", SITE, "debug-299", "--json"]).await.expect(0);
+    let run = qbets(&base, None, &["job", SITE, "debug-299", "--json"])
+        .await
+        .expect(0);
     let v = run.json();
     assert_eq!(v["queue"], "debug");
     assert_eq!(v["job"]["job_id"], "debug-299");
     assert_eq!(v["job"]["wait_s"], (7 * 299) % 60);
-    assert!(v["within_bound"].is_boolean() || v["within_bound"].is_null(), "{v}");
-    let run = qbets(&base, None, &["job", SITE, "long-3"]).await.expect(0);
-    assert!(run.stdout.contains("local  long   long-3"), "{}", run.stdout);
-    let run = qbets(&base, None, &["job", SITE, "no-such-job"]).await.expect(4);
     assert!(
-        run.stderr.contains("no job \"no-such-job\" started at site \"local\" in the last 7 days"),
+        v["within_bound"].is_boolean() || v["within_bound"].is_null(),
+        "{v}"
+    );
+    let run = qbets(&base, None, &["job", SITE, "long-3"]).await.expect(0);
+    assert!(
+        run.stdout.contains("local  long   long-3"),
+        "{}",
+        run.stdout
+    );
+    let run = qbets(&base, None, &["job", SITE, "no-such-job"])
+        .await
+        .expect(4);
+    assert!(
+        run.stderr
+            .contains("no job \"no-such-job\" started at site \"local\" in the last 7 days"),
         "{}",
         run.stderr
     );
@@ -217,7 +343,9 @@ async fn reservations_are_planned_made_listed_followed_and_cancelled() {
     let (app, _, base) = served().await;
     let user = app.token("alice", Scope::Reserve).await;
     let reader = app.token("bob", Scope::Read).await;
-    let request = [SITE, "debug", "-N", "1", "-t", "5m", "--start", "+10m", "-p", "0.5"];
+    let request = [
+        SITE, "debug", "-N", "1", "-t", "5m", "--start", "+10m", "-p", "0.5",
+    ];
 
     // A plan: the same as the API's for the same request at the site's present.
     let mut args = vec!["reserve", "plan"];
@@ -237,13 +365,31 @@ async fn reservations_are_planned_made_listed_followed_and_cancelled() {
     assert_eq!(run.json(), api.json());
     args.pop();
     let run = qbets(&base, None, &args).await.expect(0);
-    assert!(run.stdout.contains(&format!("Submit at {}", api.json()["submit_at"].as_str().unwrap())), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!(
+            "Submit at {}",
+            api.json()["submit_at"].as_str().unwrap()
+        )),
+        "{}",
+        run.stdout
+    );
 
     // No plan meets a probability the queue cannot give: exit 6, with the best.
-    let run = qbets(&base, None, &["reserve", "plan", SITE, "debug", "-N", "1", "-t", "5m", "--start", "+10m", "-p", "0.999999"])
-        .await
-        .expect(6);
-    assert!(run.stderr.contains("No plan meets the probability"), "{}", run.stderr);
+    let run = qbets(
+        &base,
+        None,
+        &[
+            "reserve", "plan", SITE, "debug", "-N", "1", "-t", "5m", "--start", "+10m", "-p",
+            "0.999999",
+        ],
+    )
+    .await
+    .expect(6);
+    assert!(
+        run.stderr.contains("No plan meets the probability"),
+        "{}",
+        run.stderr
+    );
     assert!(run.stderr.contains("the best is p = "), "{}", run.stderr);
 
     // Making one needs a token with the reserve scope: exit 5.
@@ -258,30 +404,57 @@ async fn reservations_are_planned_made_listed_followed_and_cancelled() {
     let id = made["id"].as_str().unwrap().to_string();
     assert_eq!(made["state"], "planned");
     assert_eq!(made["owner"], "alice");
-    assert_eq!(made["start_at"], qbets::service::format_unix(TEST_NOW + 600));
+    assert_eq!(
+        made["start_at"],
+        qbets::service::format_unix(TEST_NOW + 600)
+    );
 
-    let run = qbets(&base, Some(&user), &["reserve", "list"]).await.expect(0);
-    assert!(run.stdout.lines().nth(1).unwrap().starts_with(&id), "{}", run.stdout);
-    let run = qbets(&base, Some(&user), &["reserve", "show", &id]).await.expect(0);
+    let run = qbets(&base, Some(&user), &["reserve", "list"])
+        .await
+        .expect(0);
+    assert!(
+        run.stdout.lines().nth(1).unwrap().starts_with(&id),
+        "{}",
+        run.stdout
+    );
+    let run = qbets(&base, Some(&user), &["reserve", "show", &id])
+        .await
+        .expect(0);
     assert!(run.stdout.contains("planned: submit at"), "{}", run.stdout);
     // Another token does not see it.
     let other = app.token("carol", Scope::Reserve).await;
-    qbets(&base, Some(&other), &["reserve", "show", &id]).await.expect(4);
+    qbets(&base, Some(&other), &["reserve", "show", &id])
+        .await
+        .expect(4);
 
-    let run = qbets(&base, Some(&user), &["reserve", "cancel", &id]).await.expect(0);
+    let run = qbets(&base, Some(&user), &["reserve", "cancel", &id])
+        .await
+        .expect(0);
     assert_eq!(run.stdout.trim(), format!("reservation {id} is cancelled"));
     // Followed to its end: every event once, and the exit code says it was not met.
-    let run = qbets(&base, Some(&user), &["reserve", "watch", &id, "--interval", "1"])
-        .await
-        .expect(7);
+    let run = qbets(
+        &base,
+        Some(&user),
+        &["reserve", "watch", &id, "--interval", "1"],
+    )
+    .await
+    .expect(7);
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{}", run.stdout);
-    assert!(lines[0].contains("planned") && lines[1].contains("cancelled"), "{}", run.stdout);
+    assert!(
+        lines[0].contains("planned") && lines[1].contains("cancelled"),
+        "{}",
+        run.stdout
+    );
     // Cancelling again is safe (it looks for a remote job once more).
-    let run = qbets(&base, Some(&user), &["reserve", "cancel", &id]).await.expect(0);
+    let run = qbets(&base, Some(&user), &["reserve", "cancel", &id])
+        .await
+        .expect(0);
     assert_eq!(run.stdout.trim(), format!("reservation {id} is cancelled"));
     // An id the token does not have: exit 4.
-    qbets(&base, Some(&user), &["reserve", "watch", "r-no-such"]).await.expect(4);
+    qbets(&base, Some(&user), &["reserve", "watch", "r-no-such"])
+        .await
+        .expect(4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,25 +464,46 @@ async fn a_server_that_is_not_there_is_exit_code_3() {
         l.local_addr().unwrap().port()
     };
     let base = format!("http://127.0.0.1:{port}");
-    let run = qbets(&base, None, &["rank", "-N", "1", "-t", "1h"]).await.expect(3);
-    assert!(run.stderr.contains(&format!("cannot reach the qbets server at {base}")), "{}", run.stderr);
-    // --server wins over QBETS_URL; a URL without a scheme is a usage error.
-    let run = qbets("http://127.0.0.1:1", None, &["rank", "-N", "1", "-t", "1h", "--server", "localhost:8080"])
+    let run = qbets(&base, None, &["rank", "-N", "1", "-t", "1h"])
         .await
-        .expect(2);
-    assert!(run.stderr.contains("must start with http://"), "{}", run.stderr);
+        .expect(3);
+    assert!(
+        run.stderr
+            .contains(&format!("cannot reach the qbets server at {base}")),
+        "{}",
+        run.stderr
+    );
+    // --server wins over QBETS_URL; a URL without a scheme is a usage error.
+    let run = qbets(
+        "http://127.0.0.1:1",
+        None,
+        &["rank", "-N", "1", "-t", "1h", "--server", "localhost:8080"],
+    )
+    .await
+    .expect(2);
+    assert!(
+        run.stderr.contains("must start with http://"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_and_help_cover_the_users_commands() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let run = qbets("http://unused", None, &["completions", shell]).await.expect(0);
+        let run = qbets("http://unused", None, &["completions", shell])
+            .await
+            .expect(0);
         for word in ["bound", "deadline", "rank", "reserve", "walltime"] {
             assert!(run.stdout.contains(word), "{shell}: no {word}");
         }
     }
     let run = qbets("http://unused", None, &["--help"]).await.expect(0);
-    assert!(run.stdout.contains("Exit codes of those commands:"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("Exit codes of those commands:"),
+        "{}",
+        run.stdout
+    );
     assert!(run.stdout.contains("QBETS_TOKEN"), "{}", run.stdout);
 }
 
@@ -335,7 +529,10 @@ async fn sbatch(conf: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> 
 
 /// The qbets lines of sbatch's stderr.
 fn hints(run: &Run) -> Vec<&str> {
-    run.stderr.lines().filter(|l| l.starts_with("qbets:")).collect()
+    run.stderr
+        .lines()
+        .filter(|l| l.starts_with("qbets:"))
+        .collect()
 }
 
 /// `contrib/slurm/cli_filter.lua` on the local Slurm. Only this test's sbatch runs it:
@@ -359,10 +556,28 @@ async fn the_sbatch_hint_appears_and_never_stands_in_the_way() {
     let (app, _, base) = served().await;
     let env = [("QBETS_URL", base.as_str()), ("QBETS_SITE", SITE)];
     // --test-only: Slurm runs the filter and checks the job, and queues nothing.
-    let run = sbatch(&copy, &env, &["--test-only", "-p", "debug", "-N", "1", "-t", "10", "--wrap", "true"]).await;
+    let run = sbatch(
+        &copy,
+        &env,
+        &[
+            "--test-only",
+            "-p",
+            "debug",
+            "-N",
+            "1",
+            "-t",
+            "10",
+            "--wrap",
+            "true",
+        ],
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("to start at"), "{}", run.stderr);
-    let bounds = app.get("/v1/bounds?nodes=1&walltime=600", None).await.json();
+    let bounds = app
+        .get("/v1/bounds?nodes=1&walltime=600", None)
+        .await
+        .json();
     let bound = |queue: &str| {
         bounds["bounds"]
             .as_array()
@@ -386,7 +601,10 @@ async fn the_sbatch_hint_appears_and_never_stands_in_the_way() {
         qbets::cli::remote::human(bound("debug"))
     );
     if bound("long") < bound("debug") {
-        expected.push_str(&format!("; `long` within {}", qbets::cli::remote::human(bound("long"))));
+        expected.push_str(&format!(
+            "; `long` within {}",
+            qbets::cli::remote::human(bound("long"))
+        ));
     }
     assert_eq!(hints(&run), [expected.as_str()], "{}", run.stderr);
 
@@ -398,7 +616,12 @@ async fn the_sbatch_hint_appears_and_never_stands_in_the_way() {
         .iter()
         .find(|b| b["site"] == SITE && b["bound_s"].is_u64())
         .unwrap();
-    let run = sbatch(&copy, &env, &["--test-only", "-N", "1", "-t", "10", "--wrap", "true"]).await;
+    let run = sbatch(
+        &copy,
+        &env,
+        &["--test-only", "-N", "1", "-t", "10", "--wrap", "true"],
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(
         hints(&run),
@@ -414,7 +637,12 @@ async fn the_sbatch_hint_appears_and_never_stands_in_the_way() {
     // Opted out: nothing.
     let mut quiet = env.to_vec();
     quiet.push(("QBETS_HINT", "0"));
-    let run = sbatch(&copy, &quiet, &["--test-only", "-p", "long", "-t", "10", "--wrap", "true"]).await;
+    let run = sbatch(
+        &copy,
+        &quiet,
+        &["--test-only", "-p", "long", "-t", "10", "--wrap", "true"],
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(hints(&run).is_empty(), "{}", run.stderr);
 
@@ -422,8 +650,17 @@ async fn the_sbatch_hint_appears_and_never_stands_in_the_way() {
     // dropped after its timeout and the job is checked as before.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_url = format!("http://{}", silent.local_addr().unwrap());
-    let slow = [("QBETS_URL", silent_url.as_str()), ("QBETS_SITE", SITE), ("QBETS_HINT_TIMEOUT", "1")];
-    let run = sbatch(&copy, &slow, &["--test-only", "-p", "debug", "-t", "10", "--wrap", "true"]).await;
+    let slow = [
+        ("QBETS_URL", silent_url.as_str()),
+        ("QBETS_SITE", SITE),
+        ("QBETS_HINT_TIMEOUT", "1"),
+    ];
+    let run = sbatch(
+        &copy,
+        &slow,
+        &["--test-only", "-p", "debug", "-t", "10", "--wrap", "true"],
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("to start at"), "{}", run.stderr);
     assert!(hints(&run).is_empty(), "{}", run.stderr);
@@ -436,7 +673,21 @@ async fn the_sbatch_hint_appears_and_never_stands_in_the_way() {
     };
     let _node = crate::support::share_slurm_node().await;
     let env = [("QBETS_URL", down.as_str()), ("QBETS_SITE", SITE)];
-    let run = sbatch(&copy, &env, &["-p", "debug", "-t", "1", "-J", "qbets-cli-filter-test", "--wrap", "true"]).await;
+    let run = sbatch(
+        &copy,
+        &env,
+        &[
+            "-p",
+            "debug",
+            "-t",
+            "1",
+            "-J",
+            "qbets-cli-filter-test",
+            "--wrap",
+            "true",
+        ],
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let id: u64 = run
         .stdout
