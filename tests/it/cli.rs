@@ -700,3 +700,99 @@ async fn the_sbatch_hint_appears_and_never_stands_in_the_way() {
     let shown = crate::slurm::scontrol::run(&["show", "job", "-o", &id.to_string()]).await;
     assert!(shown.contains("JobName=qbets-cli-filter-test"), "{shown}");
 }
+
+/// `qbets serve --demo` killed on drop.
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The demo as the README runs it: `qbets serve --demo` in a directory (its own
+/// ./qbets-demo.db), a token made for it with `qbets token create --demo` in the same
+/// directory, and the users' commands against it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_answers_the_command_line_and_takes_its_own_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let qbets_in_dir = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_qbets"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("DATABASE_URL")
+            .env_remove("QBETS_CONFIG")
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    // Before the demo has started there is no store of its own to put a token in.
+    let early = qbets_in_dir(&[
+        "token", "create", "--demo", "--name", "me", "--scope", "admin",
+    ]);
+    assert_eq!(early.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&early.stderr).contains("start `qbets serve --demo`"));
+
+    let port = crate::webdriver::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let _server = Served(
+        std::process::Command::new(env!("CARGO_BIN_EXE_qbets"))
+            .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}")])
+            .current_dir(dir.path())
+            .env_remove("DATABASE_URL")
+            .env_remove("QBETS_CONFIG")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Ready once the demo's queues answer (the pre-roll runs first).
+    let mut tries = 0;
+    let ranked = loop {
+        let run = qbets(&base, None, &["rank", "-N", "8", "-t", "30m", "--json"]).await;
+        if run.code == 0
+            && run.json()["bounds"]
+                .as_array()
+                .is_some_and(|b| b.len() == 3)
+        {
+            break run.json();
+        }
+        tries += 1;
+        assert!(tries < 600, "the demo did not answer: {}", run.stderr);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    for b in ranked["bounds"].as_array().unwrap() {
+        assert_eq!(b["site"], "demo");
+        assert_eq!(b["status"], "ok", "{b}");
+    }
+    assert!(dir.path().join("qbets-demo.db").exists());
+
+    let made = qbets_in_dir(&[
+        "token", "create", "--demo", "--name", "me", "--scope", "admin",
+    ]);
+    assert_eq!(
+        made.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let token = String::from_utf8(made.stdout).unwrap().trim().to_string();
+    let run = qbets(&base, Some(&token), &["reserve", "list", "--json"])
+        .await
+        .expect(0);
+    assert_eq!(run.json()["reservations"], json!([]));
+    // The reservations page's defaults (its first queue, express; 4 nodes, 30 min, two
+    // hours after the site's present, p 0.75, a 300 s step) plan. (With its old default
+    // walltime, 01:00:00, every submission time asked for more than express's 1 hour.)
+    let defaults = |walltime: &'static str| {
+        [
+            "reserve", "plan", "demo", "express", "-N", "4", "-t", walltime, "--start", "+2h",
+            "-p", "0.75", "--step", "300",
+        ]
+    };
+    qbets(&base, None, &defaults("00:30:00")).await.expect(0);
+    let run = qbets(&base, None, &defaults("01:00:00")).await.expect(6);
+    assert!(run.stderr.contains("limits the walltime"), "{}", run.stderr);
+}
