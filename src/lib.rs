@@ -11,9 +11,11 @@
 //! - [`http`]: the REST API (axum, utoipa) — the only module that knows HTTP.
 //! - [`config`]: the service configuration (TOML layered with environment and flags).
 //! - [`service`]: configuration, tokens, import and start-up wiring of the service.
+//! - [`client`]: a client of a qbets server, for the users' command line.
 //! - [`cli`]: the `qbets` subcommands; `src/main.rs` only parses and dispatches.
 
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod engine;
 pub mod http;

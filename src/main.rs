@@ -2,14 +2,15 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use qbets::cli;
 
 #[derive(Parser)]
 #[command(
     name = "qbets",
     version,
-    about = "Queue wait-time bounds and virtual advance reservations for HPC batch schedulers"
+    about = "Queue wait-time bounds and virtual advance reservations for HPC batch schedulers",
+    after_help = cli::remote::EXIT_CODES_HELP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -32,6 +33,23 @@ enum Command {
     DefaultConfig,
     /// Simulate a batch scheduler on a trace or a workload model; write SWF.
     Simulate(cli::simulate::Args),
+    /// Ask a server: how long a job of this shape waits in a queue (95% of such jobs
+    /// start within the bound).
+    Bound(cli::ask::BoundArgs),
+    /// Ask a server: the probability that a job of this shape starts by a time.
+    Deadline(cli::ask::DeadlineArgs),
+    /// Ask a server about one job: its wait and the bound it was given.
+    Job(cli::ask::JobArgs),
+    /// Ask a server: every queue's bound for a job of this shape, shortest first.
+    Rank(cli::ask::RankArgs),
+    /// Plan, make, follow or cancel virtual advance reservations on a server.
+    Reserve(cli::reserve::ReserveArgs),
+    /// Print a shell's completion script, e.g. `qbets completions bash >
+    /// ~/.local/share/bash-completion/completions/qbets`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Rust ignores SIGPIPE, so output to a pipe closed early (`qbets replay … --json |
@@ -62,6 +80,15 @@ fn main() -> ExitCode {
         Command::Migrate(args) => cli::migrate::run(args),
         Command::DefaultConfig => Ok(cli::default_config::run()),
         Command::Simulate(args) => cli::simulate::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Bound(args) => cli::ask::bound(args),
+        Command::Deadline(args) => cli::ask::deadline(args),
+        Command::Job(args) => cli::ask::job(args),
+        Command::Rank(args) => cli::ask::rank(args),
+        Command::Reserve(args) => cli::reserve::run(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "qbets", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,

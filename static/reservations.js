@@ -70,10 +70,27 @@ async function loadQueues() {
   queueSelect.replaceChildren(...(answer.queues || []).map((q) => el("option", { value: q.name }, q.name)));
   const wanted = new URLSearchParams(location.search).get("queue");
   if (wanted && (answer.queues || []).some((q) => q.name === wanted)) queueSelect.value = wanted;
-  // Two hours after the instant the site speaks for, on a quarter hour.
-  const at = Math.ceil((unix(answer.as_of) + 2 * 3600) / 900) * 900;
-  document.getElementById("start_at").value = localInput(at);
+  setDefaultStart(answer.as_of);
   forgetPlan();
+}
+
+/** Whether the person chose the time; until then it follows the site's present. */
+let startChosen = false;
+
+/** Two hours after the instant the site speaks for, on a quarter hour. */
+function setDefaultStart(asOf) {
+  const at = Math.ceil((unix(asOf) + 2 * 3600) / 900) * 900;
+  document.getElementById("start_at").value = localInput(at);
+  startChosen = false;
+}
+
+/** The default time again from the site's present just before planning: a live site's
+ * clock moves on (the demo's runs 300 times as fast, two simulated hours in 24 s), so a
+ * default set when the page loaded may have passed. */
+async function refreshDefaultStart() {
+  if (startChosen || !siteSelect.value) return;
+  const answer = await api(`/v1/sites/${encodeURIComponent(siteSelect.value)}/queues`);
+  setDefaultStart(answer.as_of);
 }
 
 function request() {
@@ -135,6 +152,11 @@ function fmtNodeTime(nodeSeconds) {
 
 async function plan(event) {
   event.preventDefault();
+  try {
+    await refreshDefaultStart();
+  } catch {
+    // Planning says what is wrong with the service if it is down.
+  }
   const { errors, body } = request();
   if (errors.length) {
     const problem = { title: "Check the form", errors };
@@ -347,6 +369,7 @@ planForm.addEventListener("submit", plan);
 // A plan is made as it was planned: changing the form asks for a new plan first.
 planForm.addEventListener("input", forgetPlan);
 planForm.addEventListener("change", forgetPlan);
+document.getElementById("start_at").addEventListener("input", () => { startChosen = true; });
 createForm.addEventListener("submit", create);
 siteSelect.addEventListener("change", () => loadQueues().catch((e) => showError(planError, e)));
 

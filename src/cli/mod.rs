@@ -3,12 +3,15 @@
 //!
 //! May import: anything the subcommand needs; the layers below stay pure.
 
+pub mod ask;
 pub mod default_config;
 pub mod import;
 pub mod migrate;
 pub mod output;
 pub mod progress;
+pub mod remote;
 pub mod replay;
+pub mod reserve;
 pub mod serve;
 pub mod simulate;
 pub mod simulate_mold;

@@ -208,11 +208,12 @@ impl StoreTask for Serve {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
+        let addr = listener.local_addr()?;
         tracing::info!(
-            addr = %listener.local_addr()?,
+            %addr,
             backend = store.backend(),
             database = %redact_url(&self.config.database_url),
-            "serving the API (docs at /docs)"
+            "serving: the dashboard at http://{addr}/ui/, the API under http://{addr}/v1 (docs at http://{addr}/docs)"
         );
         let submitters = Arc::new(
             Submitters::from_config(&self.config.sites)

@@ -18,6 +18,10 @@ pub struct TokenArgs {
     /// Where the store and configuration are.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// The running demo's store (./qbets-demo.db, made afresh at each start of `qbets
+    /// serve --demo`: make its tokens while it runs).
+    #[arg(long, global = true, conflicts_with = "database_url")]
+    pub demo: bool,
 }
 
 /// What to do with tokens.
@@ -54,8 +58,17 @@ fn parse_scope(s: &str) -> Result<Scope, String> {
 
 /// Runs `qbets token`.
 pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
-    let config = load_config(&args.store, None)?;
+    let mut config = load_config(&args.store, None)?;
     init_logging(&config)?;
+    if args.demo {
+        if !std::path::Path::new("qbets-demo.db").exists() {
+            anyhow::bail!(
+                "no ./qbets-demo.db here: start `qbets serve --demo` in this directory first \
+                 (it makes the demo's store afresh at each start)"
+            );
+        }
+        config.database_url = super::serve::DEMO_DATABASE_URL.to_string();
+    }
     let url = config.database_url.clone();
     runtime()?.block_on(async move {
         with_store(&url, Tokens(args.command))

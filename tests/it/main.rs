@@ -7,6 +7,7 @@
 mod bounded_input;
 mod bounds;
 mod browser;
+mod cli;
 mod connections;
 mod dashboard;
 mod demo;
