@@ -131,6 +131,9 @@ pub struct Batch {
     /// is closed by the poller (`crate::service::ingest`) instead of staying pending
     /// for ever.
     pub listed: Option<std::collections::HashSet<String>>,
+    /// What the source says about itself, for its health (e.g. the slurmrestd API
+    /// version it chose); `None` leaves the last one said.
+    pub detail: Option<String>,
 }
 
 impl Batch {

@@ -356,6 +356,7 @@ pub(super) struct SourceRow {
     accepted: i64,
     rejected: i64,
     last_record_at: Option<i64>,
+    detail: Option<String>,
 }
 
 impl From<SourceRow> for super::SourceState {
@@ -372,6 +373,7 @@ impl From<SourceRow> for super::SourceState {
             accepted: r.accepted,
             rejected: r.rejected,
             last_record_at: r.last_record_at,
+            detail: r.detail,
         }
     }
 }

@@ -22,7 +22,7 @@ use qbets::sources::pbs::PbsFollower;
 use qbets::sources::sge::SgeFollower;
 use qbets::sources::slurm_poll::SlurmRestPoller;
 use qbets::sources::slurm_rest::{
-    ApiVersion, ClientConfig, JobSubmission, SlurmJob, SlurmRestClient,
+    ApiVersionSetting, ClientConfig, JobSubmission, SlurmJob, SlurmRestClient,
 };
 use qbets::sources::{JobRecord, Source};
 use qbets::store::{
@@ -45,7 +45,7 @@ pub(super) fn required(var: &str) -> String {
     })
 }
 
-fn api_version() -> ApiVersion {
+fn api_version() -> ApiVersionSetting {
     std::env::var("SLURMRESTD_API_VERSION")
         .unwrap_or_else(|_| "v0.0.38".into())
         .parse()

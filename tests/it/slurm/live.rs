@@ -247,7 +247,7 @@ async fn a_running_job_is_cancelled_and_unknown_jobs_and_bad_tokens_are_told_apa
     )
     .unwrap();
     let e = forged.list_jobs().await.unwrap_err();
-    if cfg.api_version == ApiVersion::V0_0_38 {
+    if cfg.api_version == ApiVersion::V0_0_38.into() {
         // Slurm 22.05 reports a rejected token only as an unspecified error, the same -1
         // a down slurmctld gives, so it counts as worth a retry.
         assert!(
