@@ -25,7 +25,8 @@ pub struct Offered {
     pub slurm: Vec<String>,
     /// Every version named by a `/slurmdb/vX/...` path, oldest first.
     pub slurmdb: Vec<String>,
-    /// The Slurm release the document names (`info.version` is `Slurm-26.05.5`).
+    /// The Slurm release the document names (`info.x-slurm.release`, or `info.version`
+    /// `Slurm-26.05.5`); `None` for 22.05, whose document names only its API version.
     pub release: Option<String>,
 }
 
@@ -55,8 +56,17 @@ struct RawDoc {
 
 #[derive(Deserialize)]
 struct RawInfo {
+    /// `Slurm-26.05.5` from 23.x on; 22.05 writes its API version here (`0.0.38`).
     #[serde(default)]
     version: Option<String>,
+    #[serde(default, rename = "x-slurm")]
+    x_slurm: Option<RawXSlurm>,
+}
+
+#[derive(Deserialize)]
+struct RawXSlurm {
+    #[serde(default)]
+    release: Option<String>,
 }
 
 /// The `(major, minor, patch)` of a version segment such as `v0.0.45`.
@@ -107,8 +117,12 @@ pub fn parse_openapi(body: &[u8]) -> Result<Offered, ParseError> {
     }
     let release = doc
         .info
-        .and_then(|i| i.version)
-        .map(|v| v.strip_prefix("Slurm-").unwrap_or(&v).to_owned())
+        .and_then(|i| {
+            let from_version = i
+                .version
+                .and_then(|v| v.strip_prefix("Slurm-").map(str::to_owned));
+            i.x_slurm.and_then(|x| x.release).or(from_version)
+        })
         .filter(|v| !v.is_empty());
     Ok(Offered {
         slurm: slurm.into_values().collect(),
@@ -136,11 +150,40 @@ mod tests {
     }
 
     #[test]
+    fn an_api_version_in_info_is_no_release() {
+        let o = parse_openapi(br#"{"info":{"version":"0.0.38"},"paths":{"/slurm/v0.0.38/jobs":{}}}"#)
+            .unwrap();
+        assert_eq!((o.newest_known(), o.release), (Some(ApiVersion::V0_0_38), None));
+    }
+
+    #[test]
     fn versions_sort_by_number_not_by_text() {
         let o = parse_openapi(br#"{"paths":{"/slurm/v0.0.9/a":{},"/slurm/v0.0.10/a":{}}}"#)
             .unwrap();
         assert_eq!(o.slurm, ["v0.0.9", "v0.0.10"]);
         assert_eq!(o.newest_known(), None, "neither is spoken here");
+    }
+
+    proptest::proptest! {
+        /// Any path keys (versions of any shape, plugins no Slurm has, damaged text)
+        /// give the offered versions or an error, never a panic; what auto chooses is
+        /// always among what was offered.
+        #[test]
+        fn hostile_documents_never_panic(
+            paths in proptest::collection::vec("(/[a-z]{0,8}){0,2}/v?[0-9.]{0,12}(/[a-z]{0,5})?", 0..8),
+            cut in 0usize..400,
+        ) {
+            let keys: Vec<String> = paths.iter().map(|p| format!("{p:?}:{{}}")).collect();
+            let body = format!(r#"{{"info":{{"version":"Slurm-x"}},"paths":{{{}}}}}"#, keys.join(","));
+            for bytes in [body.as_bytes(), &body.as_bytes()[..body.len().min(cut)]] {
+                if let Ok(o) = parse_openapi(bytes) {
+                    proptest::prop_assert!(!o.slurm.is_empty());
+                    if let Some(v) = o.newest_known() {
+                        proptest::prop_assert!(o.slurm.iter().any(|s| s == v.as_str()));
+                    }
+                }
+            }
+        }
     }
 
     #[test]

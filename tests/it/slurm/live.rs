@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use qbets::sources::slurm_rest::{
-    ApiVersion, ClientConfig, JobState, JobSubmission, SlurmJob, SlurmRestClient, SlurmRestError,
+    ApiVersion, ApiVersionSetting, ClientConfig, JobState, JobSubmission, SlurmJob, SlurmRestClient, SlurmRestError,
     Token, TokenSource,
 };
 
@@ -83,6 +83,26 @@ async fn poll_until(
         );
         tokio::time::sleep(POLL).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_speaks_the_newest_version_the_local_slurm_serves() {
+    let client = SlurmRestClient::new(&ClientConfig {
+        api_version: ApiVersionSetting::Auto,
+        ..config()
+    })
+    .unwrap();
+    assert_eq!(client.api_version(), None, "not asked yet");
+    let list = client
+        .list_jobs()
+        .await
+        .unwrap_or_else(|e| panic!("list jobs: {e}"));
+    assert!(list.rejected.is_empty(), "{:?}", list.rejected);
+    // `scripts/local-slurm env` exports the newest version its Slurm serves.
+    let newest: ApiVersion = required("SLURMRESTD_API_VERSION").parse().unwrap();
+    assert_eq!(client.api_version(), Some(newest));
+    let note = client.version_note().unwrap();
+    assert!(note.starts_with(&format!("slurmrestd API {newest} (auto, from ")), "{note}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
