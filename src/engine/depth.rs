@@ -159,7 +159,8 @@ impl Depth {
         }
         let excess = i128::from(wait) - i128::from(given);
         // ⌈excess / k⌉: rounding up keeps base + k·s ≥ wait.
-        let s = excess.div_euclid(i128::from(k)) + i128::from(excess.rem_euclid(i128::from(k)) != 0);
+        let s =
+            excess.div_euclid(i128::from(k)) + i128::from(excess.rem_euclid(i128::from(k)) != 0);
         let s = s.clamp(i128::from(i64::MIN / 2), i128::from(i64::MAX / 2)) as i64;
         self.classes[class_of(k)].push(s, self.cap);
     }

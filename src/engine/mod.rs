@@ -147,7 +147,8 @@ impl Features {
     };
 
     /// The names of the features, in the order `Display` lists them.
-    pub const NAMES: [&'static str; 6] = ["trim", "cluster", "avail", "censored", "state", "misses"];
+    pub const NAMES: [&'static str; 6] =
+        ["trim", "cluster", "avail", "censored", "state", "misses"];
 
     fn flags(&self) -> [bool; 6] {
         [
@@ -212,7 +213,12 @@ impl FromStr for Features {
             };
             match f.flag_mut(name) {
                 Some(flag) => *flag = on,
-                None => return Err(format!("unknown feature {name:?} (expected {})", expected())),
+                None => {
+                    return Err(format!(
+                        "unknown feature {name:?} (expected {})",
+                        expected()
+                    ));
+                }
             }
         }
         Ok(f)
@@ -583,7 +589,10 @@ mod tests {
         let f: Features = "all,-state".parse().unwrap();
         assert!(f.misses && f.censored && !f.state);
         assert_eq!(f.to_string(), "trim,cluster,avail,censored,misses");
-        assert_eq!(Features::ALL.to_string(), "trim,cluster,avail,censored,state,misses");
+        assert_eq!(
+            Features::ALL.to_string(),
+            "trim,cluster,avail,censored,state,misses"
+        );
         assert!(
             " ".parse::<Features>().is_err(),
             "an empty list is not none"

@@ -29,8 +29,8 @@ use super::avail::Availability;
 use super::binomial::{min_history, upper_rank, valid_level};
 use super::cluster::{self, Interval};
 use super::depth::{self, Depth, Evidence};
-use super::guard::Guard;
 use super::events::{Event, EventKind, JobRecord, event_stream};
+use super::guard::Guard;
 use super::series::{Series, SeriesParams};
 use super::{AvailScope, Config, ConfigError, JobShape, Method};
 
@@ -451,9 +451,7 @@ impl QueuePredictor {
     pub fn view(&self, user: Option<u32>) -> QueueView {
         QueueView {
             ahead: self.pending.len() as u64,
-            own_ahead: user
-                .and_then(|u| self.users.get(&u).copied())
-                .unwrap_or(0),
+            own_ahead: user.and_then(|u| self.users.get(&u).copied()).unwrap_or(0),
         }
     }
 
@@ -486,8 +484,7 @@ impl QueuePredictor {
         {
             // Still open at its start: a miss would have been known at its deadline.
             let kept = u64::try_from(start - submit).is_ok_and(|w| w <= b);
-            self.guard
-                .record(depth::class_of(p.view.own_ahead), !kept);
+            self.guard.record(depth::class_of(p.view.own_ahead), !kept);
         }
         let view = pending.map_or_else(QueueView::default, |p| p.view);
         if self.config.features.avail {
@@ -601,12 +598,7 @@ impl QueuePredictor {
 
     /// Removes the pending job `(submit, shape, user)` (the first arrived of identical
     /// ones) from the pending set, its user's count, its cluster and the open promises.
-    fn take_pending(
-        &mut self,
-        submit: i64,
-        shape: JobShape,
-        user: Option<u32>,
-    ) -> Option<Pending> {
+    fn take_pending(&mut self, submit: i64, shape: JobShape, user: Option<u32>) -> Option<Pending> {
         let key = self
             .pending
             .range((submit, 0)..=(submit, u64::MAX))
@@ -691,9 +683,7 @@ impl QueuePredictor {
                 let v = self
                     .history
                     .iter()
-                    .filter(|o| {
-                        cluster::assign(&primary, self.primary_value(o.shape, o.view)) == i
-                    })
+                    .filter(|o| cluster::assign(&primary, self.primary_value(o.shape, o.view)) == i)
                     .map(|o| (self.secondary_value(o.shape, o.view), o.wait));
                 cluster::cluster(v, self.min_cluster, self.config.k_max)
             } else {
@@ -835,7 +825,12 @@ impl QueuePredictor {
 
     /// The slot that answers for a job of `shape` and `user` at `now`, with the queue as
     /// it finds it, or `None` while availability inference says the queue may be down.
-    fn answering(&self, now: i64, shape: JobShape, user: Option<u32>) -> Option<(usize, QueueView)> {
+    fn answering(
+        &self,
+        now: i64,
+        shape: JobShape,
+        user: Option<u32>,
+    ) -> Option<(usize, QueueView)> {
         if !self.is_up(now) {
             return None;
         }
@@ -888,7 +883,12 @@ impl QueuePredictor {
             let series = &self.slots[slot].series;
             let class = depth::class_of(view.own_ahead);
             let level = if levels_ok {
-                self.level(class, quantile, confidence, series.len() + series.censored_len())
+                self.level(
+                    class,
+                    quantile,
+                    confidence,
+                    series.len() + series.censored_len(),
+                )
             } else {
                 quantile
             };
@@ -907,12 +907,10 @@ impl QueuePredictor {
                     let (q0, c0) = self.promise_level();
                     // Behind its own jobs with no evidence at or below its depth, the
                     // class's bound answers alone (the state says so).
-                    match series
-                        .upper_at(q0, c0, now)
-                        .and_then(|base0| {
-                            self.depth
-                                .bound(view.own_ahead, base, base0, quantile, confidence)
-                        }) {
+                    match series.upper_at(q0, c0, now).and_then(|base0| {
+                        self.depth
+                            .bound(view.own_ahead, base, base0, quantile, confidence)
+                    }) {
                         Some((b, t)) => {
                             answer.per_job_s = Some(t.per_job_s);
                             answer.evidence = t.evidence;

@@ -17,6 +17,7 @@ pub mod sacct;
 pub mod sge;
 pub mod slurm_poll;
 pub mod slurm_rest;
+pub mod slurmdb_rest;
 
 use std::future::Future;
 use std::time::Duration;

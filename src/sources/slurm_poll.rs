@@ -167,10 +167,13 @@ impl Source for SlurmRestPoller {
         let list = self.client.list_jobs().await.map_err(SourceError::new)?;
         let mut batch = read_list(&list, now, &mut self.seen_rejects);
         batch.cursor = Some(now.to_string());
-        batch.detail = self.client.version_note().map(|v| match &list.slurm_release {
-            Some(r) if !v.contains(r.as_str()) => format!("{v}; Slurm {r} answered"),
-            _ => v,
-        });
+        batch.detail = self
+            .client
+            .version_note()
+            .map(|v| match &list.slurm_release {
+                Some(r) if !v.contains(r.as_str()) => format!("{v}; Slurm {r} answered"),
+                _ => v,
+            });
         Ok(batch)
     }
 }

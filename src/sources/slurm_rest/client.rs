@@ -21,10 +21,10 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 
+use super::discovery::{self, Offered};
 use super::model::{
     self, Envelope, JobList, JobSubmission, ParseError, SlurmErrorEntry, SlurmJob, SubmittedJob,
 };
-use super::discovery::{self, Offered};
 use super::{ApiVersion, ApiVersionSetting, wire};
 
 /// A JWT for slurmrestd. Its `Debug` output is redacted, and it has no `Display`.

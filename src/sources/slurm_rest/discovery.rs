@@ -151,15 +151,19 @@ mod tests {
 
     #[test]
     fn an_api_version_in_info_is_no_release() {
-        let o = parse_openapi(br#"{"info":{"version":"0.0.38"},"paths":{"/slurm/v0.0.38/jobs":{}}}"#)
-            .unwrap();
-        assert_eq!((o.newest_known(), o.release), (Some(ApiVersion::V0_0_38), None));
+        let o =
+            parse_openapi(br#"{"info":{"version":"0.0.38"},"paths":{"/slurm/v0.0.38/jobs":{}}}"#)
+                .unwrap();
+        assert_eq!(
+            (o.newest_known(), o.release),
+            (Some(ApiVersion::V0_0_38), None)
+        );
     }
 
     #[test]
     fn versions_sort_by_number_not_by_text() {
-        let o = parse_openapi(br#"{"paths":{"/slurm/v0.0.9/a":{},"/slurm/v0.0.10/a":{}}}"#)
-            .unwrap();
+        let o =
+            parse_openapi(br#"{"paths":{"/slurm/v0.0.9/a":{},"/slurm/v0.0.10/a":{}}}"#).unwrap();
         assert_eq!(o.slurm, ["v0.0.9", "v0.0.10"]);
         assert_eq!(o.newest_known(), None, "neither is spoken here");
     }

@@ -405,7 +405,10 @@ mod tests {
 
     #[test]
     fn newer_bodies_have_number_objects_node_bounds_and_an_environment_list() {
-        for v in ApiVersion::ALL.into_iter().filter(|v| v.structured_numbers()) {
+        for v in ApiVersion::ALL
+            .into_iter()
+            .filter(|v| v.structured_numbers())
+        {
             let mut s = submission();
             s.environment.clear();
             s.cpus_per_task = Some(4);

@@ -284,7 +284,10 @@ fn auto_chooses_the_newest_version_each_captured_openapi_document_offers() {
     assert_eq!(c.status, 200);
     let o = parse_openapi(&c.body).unwrap();
     assert_eq!(o.slurm, ["v0.0.38"]);
-    assert_eq!((o.newest_known(), o.release), (Some(ApiVersion::V0_0_38), None));
+    assert_eq!(
+        (o.newest_known(), o.release),
+        (Some(ApiVersion::V0_0_38), None)
+    );
     // Slurm 26.05 (openapi/slurmctld): v0.0.42 to v0.0.45; auto speaks v0.0.45.
     let c = captured(ApiVersion::V0_0_45, "openapi-v3.json");
     assert_eq!(c.status, 200);
@@ -499,4 +502,34 @@ proptest! {
             }
         }
     }
+}
+
+/// Accounting over REST (`GET /slurmdb/v0.0.45/jobs/`, Slurm 26.05.5's slurmdbd) and
+/// `sacct` over the same window, captured a moment apart by `capture slurmdb`: the
+/// `slurmdb_rest` reader gives the `sacct` source's records, job for job.
+#[test]
+fn slurmdb_answers_read_job_for_job_as_sacct_reads_the_same_window() {
+    use qbets::sources::{JobRecord, sacct, slurmdb_rest};
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm/slurmdb-v0.0.45");
+    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    assert!(
+        manifest.starts_with("jobs.json\tGET\t/slurmdb/v0.0.45/jobs/?start_time="),
+        "{manifest}"
+    );
+    assert!(manifest.trim_end().ends_with("\t200"), "{manifest}");
+    let body = std::fs::read(dir.join("jobs.json")).unwrap();
+    let text = std::fs::read_to_string(dir.join("sacct.txt")).unwrap();
+    // Later than every record: nothing is from the future.
+    let now = 2_000_000_000;
+    let by_id = |mut v: Vec<JobRecord>| {
+        v.sort_by_key(|r| r.job_id.parse::<u64>().unwrap());
+        v
+    };
+    let db = slurmdb_rest::read_jobs(&body, now).unwrap();
+    let sa = sacct::read_output(&text, now);
+    assert!(db.rejects.is_empty(), "{:?}", db.rejects);
+    assert!(sa.rejects.is_empty(), "{:?}", sa.rejects);
+    assert_eq!(sa.records.len(), text.lines().count());
+    assert_eq!(by_id(db.records), by_id(sa.records));
 }

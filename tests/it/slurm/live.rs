@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use qbets::sources::slurm_rest::{
-    ApiVersion, ApiVersionSetting, ClientConfig, JobState, JobSubmission, SlurmJob, SlurmRestClient, SlurmRestError,
-    Token, TokenSource,
+    ApiVersion, ApiVersionSetting, ClientConfig, JobState, JobSubmission, SlurmJob,
+    SlurmRestClient, SlurmRestError, Token, TokenSource,
 };
 
 use super::scontrol;
@@ -102,7 +102,10 @@ async fn auto_speaks_the_newest_version_the_local_slurm_serves() {
     let newest: ApiVersion = required("SLURMRESTD_API_VERSION").parse().unwrap();
     assert_eq!(client.api_version(), Some(newest));
     let note = client.version_note().unwrap();
-    assert!(note.starts_with(&format!("slurmrestd API {newest} (auto, from ")), "{note}");
+    assert!(
+        note.starts_with(&format!("slurmrestd API {newest} (auto, from ")),
+        "{note}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
