@@ -131,6 +131,7 @@ fn status_name(s: AnswerStatus) -> &'static str {
         AnswerStatus::Ok => "ok",
         AnswerStatus::InsufficientHistory => "insufficient_history",
         AnswerStatus::MaybeDown => "maybe_down",
+        AnswerStatus::ExceedsLimits => "exceeds_limits",
     }
 }
 
@@ -144,6 +145,7 @@ fn no_number(s: AnswerStatus) -> &'static str {
         AnswerStatus::MaybeDown => {
             "the queue may be down (no job has started for unusually long); no bound until one does"
         }
+        AnswerStatus::ExceedsLimits => "the job asks for more than the queue allows",
     }
 }
 

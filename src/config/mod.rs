@@ -628,7 +628,7 @@ mod tests {
         let SourceConfig::SlurmRest(s) = &c.sites[0].source else {
             panic!("{:?}", c.sites[0]);
         };
-        assert_eq!(s.api_version.as_str(), "v0.0.38");
+        assert_eq!(s.api_version.to_string(), "auto");
         assert_eq!(s.token_env.as_deref(), Some("SLURM_JWT"));
         let SourceConfig::Sacct(s) = &c.sites[1].source else {
             panic!("{:?}", c.sites[1]);

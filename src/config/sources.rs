@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sources::slurm_rest::{ApiVersion, ClientConfig};
+use crate::sources::slurm_rest::{ApiVersionSetting, ClientConfig};
 
 /// A live site and where its job records come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,8 +136,12 @@ impl SourceConfig {
 pub struct SlurmRestSource {
     /// slurmrestd's base URL, e.g. `http://127.0.0.1:6820`.
     pub url: String,
-    /// The API version to speak: `v0.0.38` (Slurm 22.05), `v0.0.40`, `v0.0.41`, `v0.0.42`.
-    pub api_version: ApiVersion,
+    /// The API version to speak: `auto` (the default: the newest one both qbets and the
+    /// daemon speak, read from its `/openapi/v3`; the source's health says which), or
+    /// `v0.0.38` (Slurm 22.05), `v0.0.40`–`v0.0.42` (23.11–24.11), `v0.0.43`–`v0.0.45`
+    /// (25.05–26.05).
+    #[serde(default)]
+    pub api_version: ApiVersionSetting,
     /// The Slurm user the token belongs to (`X-SLURM-USER-NAME`).
     pub user: String,
     /// Name of the environment variable holding the JWT (exactly one of `token_env`

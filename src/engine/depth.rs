@@ -280,7 +280,10 @@ mod tests {
         assert_eq!((t.class, t.evidence), (4, Evidence::Class));
         assert!(t.per_job_s >= 30.0 && t.per_job_s <= 31.0, "{t:?}");
         let (b, _) = d.bound(12, 50.0, 100.0, 0.95, 0.95).unwrap();
-        assert!(b >= 100.0 + 12.0 * 30.0 && b <= 100.0 + 12.0 * 31.0, "{b}");
+        assert!(
+            (100.0 + 12.0 * 30.0..=100.0 + 12.0 * 31.0).contains(&b),
+            "{b}"
+        );
         // 1000 deep: class 10 has nothing; class 4 extrapolates, capped at the longest
         // wait seen (100 + 30·15 + 2).
         let (b, t) = d.bound(1000, 50.0, 100.0, 0.95, 0.95).unwrap();

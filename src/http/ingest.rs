@@ -600,6 +600,7 @@ pub async fn post_jobs<S: Store>(
             accepted: out.changed as i64,
             rejected: (out.rejects_new + out.rejects_unkept) as i64,
             last_record_at: out.last_record_at,
+            detail: None,
         })
         .await?;
     Ok(axum::Json(JobsOut {
@@ -751,6 +752,9 @@ pub struct SourceHealth {
     pub last_record: Option<String>,
     /// Seconds since the last successful poll (null before the first).
     pub lag_s: Option<i64>,
+    /// What the source last said about itself, e.g. the slurmrestd API version a
+    /// `slurm_rest` source speaks and how it was chosen (null when it said nothing).
+    pub detail: Option<String>,
 }
 
 /// The ingest health of a site.
@@ -800,6 +804,7 @@ pub async fn get_ingest<S: Store>(
             accepted: s.accepted,
             rejected: s.rejected,
             last_record: s.last_record_at.map(format_time),
+            detail: s.detail,
             source: s.source,
             kind: s.kind,
         })

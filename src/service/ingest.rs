@@ -532,6 +532,7 @@ async fn poll_once<S: Store, Src: Source>(
             accepted: out.changed as i64,
             rejected: (out.rejects_new + out.rejects_unkept) as i64,
             last_record_at: out.last_record_at,
+            detail: batch.detail,
         })
         .await
         .map_err(|e| SourceError(format!("store: {e}")))?;
@@ -789,6 +790,7 @@ async fn import_swf_once<S: Store>(
                     accepted: s.inserted as i64,
                     rejected: s.rejects_new as i64,
                     last_record_at: None,
+                    detail: None,
                 })
                 .await;
             if let Err(e) = done {

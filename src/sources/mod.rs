@@ -17,6 +17,7 @@ pub mod sacct;
 pub mod sge;
 pub mod slurm_poll;
 pub mod slurm_rest;
+pub mod slurmdb_rest;
 
 use std::future::Future;
 use std::time::Duration;
@@ -140,6 +141,9 @@ pub struct Batch {
     /// this poll read them: stored (where `[[sites.queues]]` does not state them) so
     /// that a job beyond them gets no bound.
     pub limits: Vec<QueueLimitsSeen>,
+    /// What the source says about itself, for its health (e.g. the slurmrestd API
+    /// version it chose); `None` leaves the last one said.
+    pub detail: Option<String>,
 }
 
 /// A queue's limits as its scheduler states them; `None` where it states none.

@@ -81,7 +81,7 @@ fn time_field(text: &str, name: &str) -> Result<Option<i64>, String> {
 }
 
 /// The store's state for sacct's (`CANCELLED by 1000` reads as `CANCELLED`).
-fn state(text: &str) -> JobState {
+pub(crate) fn state(text: &str) -> JobState {
     match text.split_whitespace().next().unwrap_or("") {
         "PENDING" | "REQUEUED" => JobState::Pending,
         "RUNNING" | "SUSPENDED" | "COMPLETING" | "RESIZING" => JobState::Running,

@@ -196,6 +196,13 @@ impl Source for SlurmRestPoller {
                 Err(e) => tracing::warn!(error = %e, "cannot read slurmrestd's partitions"),
             }
         }
+        batch.detail = self
+            .client
+            .version_note()
+            .map(|v| match &list.slurm_release {
+                Some(r) if !v.contains(r.as_str()) => format!("{v}; Slurm {r} answered"),
+                _ => v,
+            });
         Ok(batch)
     }
 }

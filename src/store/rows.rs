@@ -421,6 +421,7 @@ pub(super) struct SourceRow {
     accepted: i64,
     rejected: i64,
     last_record_at: Option<i64>,
+    detail: Option<String>,
 }
 
 impl From<SourceRow> for super::SourceState {
@@ -437,6 +438,7 @@ impl From<SourceRow> for super::SourceState {
             accepted: r.accepted,
             rejected: r.rejected,
             last_record_at: r.last_record_at,
+            detail: r.detail,
         }
     }
 }

@@ -26,6 +26,8 @@ pub struct SourceState {
     pub rejected: i64,
     /// Latest event (submit, start or end) among the records read, Unix seconds.
     pub last_record_at: Option<i64>,
+    /// What the source last said about itself (e.g. the API version it speaks).
+    pub detail: Option<String>,
 }
 
 /// A successful poll, to add to a source's state.
@@ -47,13 +49,15 @@ pub struct SourceProgress {
     pub rejected: i64,
     /// Latest event among the records read (`None` keeps the stored one).
     pub last_record_at: Option<i64>,
+    /// What the source says about itself (`None` keeps the stored one).
+    pub detail: Option<String>,
 }
 
 /// Columns of `source_states`.
 macro_rules! source_columns {
     () => {
         "site_id, source, kind, cursor, last_success_at, last_error, last_error_at, \
-         consecutive_failures, accepted, rejected, last_record_at"
+         consecutive_failures, accepted, rejected, last_record_at, detail"
     };
 }
 pub(super) use source_columns;
@@ -86,8 +90,8 @@ macro_rules! source_store_methods {
     async fn source_succeeded(&self, p: &SourceProgress) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO source_states (site_id, source, kind, cursor, last_success_at, \
-               consecutive_failures, accepted, rejected, last_record_at) \
-             VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8) \
+               consecutive_failures, accepted, rejected, last_record_at, detail) \
+             VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9) \
              ON CONFLICT (site_id, source) DO UPDATE SET \
                kind = EXCLUDED.kind, \
                cursor = COALESCE(EXCLUDED.cursor, source_states.cursor), \
@@ -95,6 +99,7 @@ macro_rules! source_store_methods {
                consecutive_failures = 0, \
                accepted = source_states.accepted + EXCLUDED.accepted, \
                rejected = source_states.rejected + EXCLUDED.rejected, \
+               detail = COALESCE(EXCLUDED.detail, source_states.detail), \
                last_record_at = CASE \
                  WHEN source_states.last_record_at IS NULL THEN EXCLUDED.last_record_at \
                  WHEN EXCLUDED.last_record_at IS NULL THEN source_states.last_record_at \
@@ -109,6 +114,7 @@ macro_rules! source_store_methods {
         .bind(p.accepted)
         .bind(p.rejected)
         .bind(p.last_record_at)
+        .bind(&p.detail)
         .execute(&self.pool)
         .await
         .map(drop)

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{RemoteRequest, RemoteStatus, SubmitError, job_name, script};
 use crate::sources::slurm_rest::{
-    ApiVersion, ClientConfig, JobSubmission, SlurmJob, SlurmRestClient, SlurmRestError,
+    ApiVersionSetting, ClientConfig, JobSubmission, SlurmJob, SlurmRestClient, SlurmRestError,
 };
 
 /// The `[sites.submit]` keys of `type = "slurm_rest"`.
@@ -17,9 +17,10 @@ use crate::sources::slurm_rest::{
 pub struct SlurmRestSubmitConfig {
     /// slurmrestd's base URL, e.g. `http://127.0.0.1:6820`.
     pub url: String,
-    /// The API version to speak (`v0.0.38`, `v0.0.40`, `v0.0.41`, `v0.0.42`).
-    #[serde(default = "SlurmRestSubmitConfig::default_api_version")]
-    pub api_version: ApiVersion,
+    /// The API version to speak: `auto` (the default: the newest one both qbets and the
+    /// daemon speak, from its `/openapi/v3`), or `v0.0.38`, `v0.0.40`–`v0.0.45`.
+    #[serde(default)]
+    pub api_version: ApiVersionSetting,
     /// The Slurm user jobs are submitted as (`X-SLURM-USER-NAME`).
     pub user: String,
     /// The environment variable that holds the JWT (or use `token_file`).
@@ -40,10 +41,6 @@ pub struct SlurmRestSubmitConfig {
 }
 
 impl SlurmRestSubmitConfig {
-    /// Default `api_version`: what Debian 12's Slurm 22.05 serves.
-    pub fn default_api_version() -> ApiVersion {
-        ApiVersion::V0_0_38
-    }
     /// Default `timeout_s`.
     pub const fn default_timeout_s() -> u64 {
         20

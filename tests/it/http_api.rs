@@ -923,13 +923,22 @@ async fn a_pending_jobs_answer_counts_its_own_jobs_ahead_and_names_nobody() {
         .collect();
     let array_at = TEST_NOW - 1_800;
     for k in 0..30 {
-        jobs.push(json!({"job_id": format!("a{k}"), "queue": "batch", "submit": iso(array_at),
-                         "nodes": 1, "walltime": 3600, "state": "pending", "user": "alice"}));
+        jobs.push(
+            json!({"job_id": format!("a{k}"), "queue": "batch", "submit": iso(array_at),
+                         "nodes": 1, "walltime": 3600, "state": "pending", "user": "alice"}),
+        );
     }
-    jobs.push(json!({"job_id": "b1", "queue": "batch", "submit": iso(array_at + 60),
-                     "nodes": 1, "walltime": 3600, "state": "pending", "user": "bob"}));
+    jobs.push(
+        json!({"job_id": "b1", "queue": "batch", "submit": iso(array_at + 60),
+                     "nodes": 1, "walltime": 3600, "state": "pending", "user": "bob"}),
+    );
     let out = app
-        .json("POST", "/v1/sites/u1/jobs", Some(&admin), &json!({"jobs": jobs}))
+        .json(
+            "POST",
+            "/v1/sites/u1/jobs",
+            Some(&admin),
+            &json!({"jobs": jobs}),
+        )
         .await;
     assert_eq!(out.status, 200, "{}", out.text());
     assert_eq!(out.json()["rejected"], 0, "{}", out.text());
@@ -944,7 +953,9 @@ async fn a_pending_jobs_answer_counts_its_own_jobs_ahead_and_names_nobody() {
     assert_eq!(batch["bursts_pending"], json!([30]), "{batch}");
 
     // The last task of the array waits behind 29 of its own; bob's job behind none.
-    let last = app.get("/v1/sites/u1/jobs/a29?deadline=01:00:00", None).await;
+    let last = app
+        .get("/v1/sites/u1/jobs/a29?deadline=01:00:00", None)
+        .await;
     assert_eq!(last.status, 200, "{}", last.text());
     assert!(!last.text().contains("alice"), "{}", last.text());
     let last = last.json();
@@ -966,7 +977,10 @@ async fn a_pending_jobs_answer_counts_its_own_jobs_ahead_and_names_nobody() {
 
     // A bound for a job behind one's own: the state says what answered it.
     let b = app
-        .get("/v1/sites/u1/queues/batch/bound?nodes=1&walltime=3600&own_ahead=30", None)
+        .get(
+            "/v1/sites/u1/queues/batch/bound?nodes=1&walltime=3600&own_ahead=30",
+            None,
+        )
         .await;
     assert_eq!(b.status, 200, "{}", b.text());
     let b = b.json();
@@ -974,7 +988,10 @@ async fn a_pending_jobs_answer_counts_its_own_jobs_ahead_and_names_nobody() {
     assert_eq!(b["state"]["jobs_ahead"], 31, "{b}");
     assert_eq!(b["state"]["depth_class"], json!([16, 31]), "{b}");
     let bad = app
-        .get("/v1/sites/u1/queues/batch/bound?nodes=1&walltime=3600&own_ahead=-1", None)
+        .get(
+            "/v1/sites/u1/queues/batch/bound?nodes=1&walltime=3600&own_ahead=-1",
+            None,
+        )
         .await;
     assert_eq!(bad.status, 400, "{}", bad.text());
     assert!(bad.text().contains("own_ahead"), "{}", bad.text());

@@ -46,7 +46,7 @@ pub fn local_site() -> SiteConfig {
         time_zone: None,
         source: SourceConfig::SlurmRest(SlurmRestSource {
             url: url.clone(),
-            api_version: "v0.0.38".parse().unwrap(),
+            api_version: "auto".parse().unwrap(),
             user: "root".into(),
             token_env: Some("SLURM_JWT".into()),
             token_file: None,

@@ -22,7 +22,7 @@ use qbets::sources::pbs::PbsFollower;
 use qbets::sources::sge::SgeFollower;
 use qbets::sources::slurm_poll::SlurmRestPoller;
 use qbets::sources::slurm_rest::{
-    ApiVersion, ClientConfig, JobSubmission, SlurmJob, SlurmRestClient,
+    ApiVersionSetting, ClientConfig, JobSubmission, SlurmJob, SlurmRestClient,
 };
 use qbets::sources::{JobRecord, Source};
 use qbets::store::{
@@ -45,7 +45,7 @@ pub(super) fn required(var: &str) -> String {
     })
 }
 
-fn api_version() -> ApiVersion {
+fn api_version() -> ApiVersionSetting {
     std::env::var("SLURMRESTD_API_VERSION")
         .unwrap_or_else(|_| "v0.0.38".into())
         .parse()
@@ -577,8 +577,12 @@ async fn slurm_outage_story<S: Store>(store: &S) {
     )
     .await
     .unwrap();
-    let poller =
-        SlurmRestPoller::new(&client_config(&restd.url()), Duration::from_millis(500)).unwrap();
+    // `api_version = "auto"`: the source asks the daemon which versions it serves.
+    let auto = ClientConfig {
+        api_version: ApiVersionSetting::Auto,
+        ..client_config(&restd.url())
+    };
+    let poller = SlurmRestPoller::new(&auto, Duration::from_millis(500)).unwrap();
     let run = Running::start(store, &site, poller);
     let closed = eventually("jobs Slurm no longer holds are closed", || async {
         let jobs = stored_jobs(store, &site).await;
@@ -681,6 +685,16 @@ async fn slurm_outage_story<S: Store>(store: &S) {
     let health = state_of(store, &site, "slurm_rest").await.unwrap();
     assert_eq!(health.consecutive_failures, 0, "{health:?}");
     assert!(health.last_error.is_some(), "the outage stays on record");
+    // The health says which API version `auto` chose: the newest this Slurm serves (what
+    // `scripts/local-slurm env` exports).
+    let newest = required("SLURMRESTD_API_VERSION");
+    let h = app.get("/v1/sites/slurm/ingest").await;
+    let detail = h["sources"][0]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with(&format!("slurmrestd API {newest} (auto, from ")),
+        "{h}"
+    );
+    assert!(detail.contains("offered by Slurm "), "{h}");
     assert_matches_slurm(store, &site, &shared, &ids).await;
     run.stop().await;
     assert!(store.rejects(site.id, 0, 10).await.unwrap().is_empty());

@@ -15,16 +15,17 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 
+use super::discovery::{self, Offered};
 use super::model::{
     self, Envelope, JobList, JobSubmission, ParseError, SlurmErrorEntry, SlurmJob, SubmittedJob,
 };
-use super::{ApiVersion, wire};
+use super::{ApiVersion, ApiVersionSetting, wire};
 
 /// A JWT for slurmrestd. Its `Debug` output is redacted, and it has no `Display`.
 #[derive(Clone, PartialEq, Eq)]
@@ -115,9 +116,12 @@ pub struct ClientConfig {
     /// slurmrestd's base URL, e.g. `http://127.0.0.1:6820` (a path prefix, as behind a
     /// proxy, is kept).
     pub url: String,
-    /// The API version to speak: `"v0.0.38"` (Slurm 22.05), `"v0.0.40"` (23.11+),
-    /// `"v0.0.41"` (24.05+) or `"v0.0.42"` (24.11+).
-    pub api_version: ApiVersion,
+    /// The API version to speak: `"auto"` (the default: the newest version both sides
+    /// speak, from the daemon's `/openapi/v3`), or `"v0.0.38"` (Slurm 22.05),
+    /// `"v0.0.40"` (23.11+), `"v0.0.41"` (24.05+), `"v0.0.42"` (24.11+), `"v0.0.43"`
+    /// (25.05+), `"v0.0.44"` (25.11+) or `"v0.0.45"` (26.05+).
+    #[serde(default)]
+    pub api_version: ApiVersionSetting,
     /// The Slurm user the token belongs to (`X-SLURM-USER-NAME`).
     pub user: String,
     /// The environment variable that holds the JWT. Exactly one of `token_env` and
@@ -180,6 +184,17 @@ pub enum SlurmRestError {
         url: String,
         /// What failed, from the HTTP stack.
         reason: String,
+    },
+    /// `api_version = "auto"`, and the daemon offers no version this client speaks.
+    #[error(
+        "slurmrestd at {url} offers API versions {offered:?}, none of which qbets speaks \
+         (it speaks v0.0.38 and v0.0.40-v0.0.45): set api_version to one both speak"
+    )]
+    NoCommonVersion {
+        /// The base URL.
+        url: String,
+        /// What the daemon's OpenAPI document offers.
+        offered: Vec<String>,
     },
     /// Connected or not, no complete answer in time.
     #[error("slurmrestd at {url} did not answer {what} within {timeout:?}")]
@@ -344,7 +359,10 @@ fn http_status(what: &str, status: u16, body: &[u8]) -> SlurmRestError {
 pub struct SlurmRestClient {
     http: reqwest::Client,
     base: String,
-    version: ApiVersion,
+    setting: ApiVersionSetting,
+    /// The version spoken, once known (at once when fixed; after the first request's
+    /// look at `/openapi/v3` for `auto`), shared by the clones.
+    version: Arc<tokio::sync::OnceCell<Negotiated>>,
     user: String,
     token: TokenSource,
     timeout: Duration,
@@ -354,7 +372,7 @@ impl fmt::Debug for SlurmRestClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlurmRestClient")
             .field("url", &self.base)
-            .field("api_version", &self.version)
+            .field("api_version", &self.setting)
             .field("user", &self.user)
             .field("token", &self.token)
             .finish_non_exhaustive()
@@ -387,7 +405,7 @@ impl SlurmRestClient {
     /// A client from parts.
     pub fn with_token(
         url: &str,
-        version: ApiVersion,
+        version: impl Into<ApiVersionSetting>,
         user: &str,
         token: TokenSource,
         timeout: Duration,
@@ -412,9 +430,18 @@ impl SlurmRestClient {
             .user_agent(concat!("qbets/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| SlurmRestError::Config(format!("HTTP client: {}", chain(&e))))?;
+        let setting = version.into();
+        let version = Arc::new(match setting.fixed() {
+            Some(v) => tokio::sync::OnceCell::new_with(Some(Negotiated {
+                version: v,
+                offered: None,
+            })),
+            None => tokio::sync::OnceCell::new(),
+        });
         Ok(SlurmRestClient {
             http,
             base,
+            setting,
             version,
             user: user.to_owned(),
             token: token.clone(),
@@ -422,14 +449,68 @@ impl SlurmRestClient {
         })
     }
 
-    /// The API version this client speaks.
-    pub fn api_version(&self) -> ApiVersion {
-        self.version
+    /// The API version as configured (`auto` or one version).
+    pub fn api_version_setting(&self) -> ApiVersionSetting {
+        self.setting
     }
 
-    /// The path of an endpoint, e.g. `/slurm/v0.0.41/jobs`.
-    fn path(&self, rest: &str) -> String {
-        format!("/slurm/{}/{rest}", self.version)
+    /// The API version this client speaks, once known: at once when configured, after
+    /// the first request (or [`SlurmRestClient::negotiate`]) for `auto`.
+    pub fn api_version(&self) -> Option<ApiVersion> {
+        self.version.get().map(|n| n.version)
+    }
+
+    /// The version spoken and how it was chosen, in a line for a source's health, e.g.
+    /// `slurmrestd API v0.0.45 (auto, from v0.0.42 v0.0.43 v0.0.44 v0.0.45 offered by
+    /// Slurm 26.05.5)`; `None` while `auto` has not asked the daemon yet.
+    pub fn version_note(&self) -> Option<String> {
+        let n = self.version.get()?;
+        Some(match &n.offered {
+            None => format!("slurmrestd API {} (configured)", n.version),
+            Some(o) => format!(
+                "slurmrestd API {} (auto, from {} offered by Slurm {})",
+                n.version,
+                o.slurm.join(" "),
+                o.release.as_deref().unwrap_or("of unknown release"),
+            ),
+        })
+    }
+
+    /// The version to speak: the configured one, or for `auto` the newest one the
+    /// daemon's `GET /openapi/v3` offers that this client speaks (asked once; a failed
+    /// look is asked again at the next request).
+    pub async fn negotiate(&self) -> Result<ApiVersion, SlurmRestError> {
+        self.version
+            .get_or_try_init(|| async {
+                let path = "/openapi/v3";
+                let what = format!("GET {path}");
+                let (status, body) = self.send(reqwest::Method::GET, path, None).await?;
+                if !(200..300).contains(&status) {
+                    // The document has no Slurm error list; judge the status alone.
+                    check_response(&what, &self.user, status, &body, None)?;
+                    return Err(http_status(&what, status, &body));
+                }
+                let offered = parsed(&what, discovery::parse_openapi(&body))?;
+                let version =
+                    offered
+                        .newest_known()
+                        .ok_or_else(|| SlurmRestError::NoCommonVersion {
+                            url: self.base.clone(),
+                            offered: offered.slurm.clone(),
+                        })?;
+                Ok(Negotiated {
+                    version,
+                    offered: Some(offered),
+                })
+            })
+            .await
+            .map(|n| n.version)
+    }
+
+    /// The path of an endpoint, e.g. `/slurm/v0.0.41/jobs`, and the version it speaks.
+    async fn path(&self, rest: &str) -> Result<(String, ApiVersion), SlurmRestError> {
+        let v = self.negotiate().await?;
+        Ok((format!("/slurm/{v}/{rest}"), v))
     }
 
     /// Sends one request; returns the HTTP status and the body.
@@ -480,7 +561,7 @@ impl SlurmRestClient {
 
     /// `GET /slurm/{v}/ping`: slurmrestd is up, the token is accepted, slurmctld answers.
     pub async fn ping(&self) -> Result<(), SlurmRestError> {
-        let path = self.path("ping");
+        let (path, _) = self.path("ping").await?;
         let (status, body) = self.send(reqwest::Method::GET, &path, None).await?;
         check_response(&format!("GET {path}"), &self.user, status, &body, None).map(drop)
     }
@@ -488,7 +569,7 @@ impl SlurmRestClient {
     /// Every job slurmctld still holds: pending, running, and finished within its
     /// `MinJobAge`. Jobs that do not read are in [`JobList::rejected`], with the reason.
     pub async fn list_jobs(&self) -> Result<JobList, SlurmRestError> {
-        let path = self.path("jobs");
+        let (path, _) = self.path("jobs").await?;
         let (status, body) = self.send(reqwest::Method::GET, &path, None).await?;
         interpret_jobs(&format!("GET {path}"), &self.user, status, &body)
     }
@@ -496,7 +577,7 @@ impl SlurmRestClient {
     /// One job; `None` when Slurm does not know it (never did, or forgot it after
     /// `MinJobAge`).
     pub async fn job(&self, job_id: u64) -> Result<Option<SlurmJob>, SlurmRestError> {
-        let path = self.path(&format!("job/{job_id}"));
+        let (path, _) = self.path(&format!("job/{job_id}")).await?;
         let (status, body) = self.send(reqwest::Method::GET, &path, None).await?;
         interpret_job(&format!("GET {path}"), &self.user, status, &body, job_id)
     }
@@ -505,7 +586,7 @@ impl SlurmRestClient {
     pub async fn partitions(
         &self,
     ) -> Result<Vec<super::partitions::PartitionLimits>, SlurmRestError> {
-        let path = self.path("partitions");
+        let (path, _) = self.path("partitions").await?;
         let (status, body) = self.send(reqwest::Method::GET, &path, None).await?;
         let what = format!("GET {path}");
         check_response(&what, &self.user, status, &body, None)?;
@@ -515,8 +596,8 @@ impl SlurmRestClient {
     /// Submits a batch job; answers with its id.
     pub async fn submit(&self, job: &JobSubmission) -> Result<SubmittedJob, SlurmRestError> {
         job.validate().map_err(SlurmRestError::InvalidSubmission)?;
-        let path = self.path("job/submit");
-        let request = wire::submit_body(self.version, job);
+        let (path, version) = self.path("job/submit").await?;
+        let request = wire::submit_body(version, job);
         let (status, body) = self
             .send(reqwest::Method::POST, &path, Some(request))
             .await?;
@@ -527,10 +608,17 @@ impl SlurmRestClient {
     /// [`SlurmRestError::JobNotFound`]; v0.0.40 and v0.0.41 answer success for any job
     /// id, so a caller that must know looks the job up afterwards.
     pub async fn cancel(&self, job_id: u64) -> Result<(), SlurmRestError> {
-        let path = self.path(&format!("job/{job_id}"));
+        let (path, _) = self.path(&format!("job/{job_id}")).await?;
         let (status, body) = self.send(reqwest::Method::DELETE, &path, None).await?;
         interpret_cancel(&format!("DELETE {path}"), &self.user, status, &body, job_id)
     }
+}
+
+/// The version a client speaks and, for `auto`, what the daemon offered.
+#[derive(Debug, Clone)]
+struct Negotiated {
+    version: ApiVersion,
+    offered: Option<Offered>,
 }
 
 fn parsed<T>(what: &str, r: Result<T, ParseError>) -> Result<T, SlurmRestError> {
@@ -700,7 +788,7 @@ mod tests {
             "token_env": "SLURM_JWT"
         }))
         .unwrap();
-        assert_eq!(c.api_version, ApiVersion::V0_0_41);
+        assert_eq!(c.api_version, ApiVersion::V0_0_41.into());
         assert_eq!((c.timeout_s, c.connect_timeout_s), (30, 5));
         assert_eq!(
             c.token_source().unwrap(),

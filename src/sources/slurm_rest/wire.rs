@@ -312,7 +312,12 @@ pub fn submit_body(version: ApiVersion, sub: &JobSubmission) -> Value {
             job.insert("environment".into(), json!(env));
             json!({ "job": job, "script": sub.script })
         }
-        ApiVersion::V0_0_40 | ApiVersion::V0_0_41 | ApiVersion::V0_0_42 => {
+        ApiVersion::V0_0_40
+        | ApiVersion::V0_0_41
+        | ApiVersion::V0_0_42
+        | ApiVersion::V0_0_43
+        | ApiVersion::V0_0_44
+        | ApiVersion::V0_0_45 => {
             job.insert(
                 "time_limit".into(),
                 json!({ "set": true, "infinite": false, "number": minutes }),
@@ -409,11 +414,10 @@ mod tests {
 
     #[test]
     fn newer_bodies_have_number_objects_node_bounds_and_an_environment_list() {
-        for v in [
-            ApiVersion::V0_0_40,
-            ApiVersion::V0_0_41,
-            ApiVersion::V0_0_42,
-        ] {
+        for v in ApiVersion::ALL
+            .into_iter()
+            .filter(|v| v.structured_numbers())
+        {
             let mut s = submission();
             s.environment.clear();
             s.cpus_per_task = Some(4);

@@ -1,6 +1,7 @@
 //! The REST model and the client's reading of answers, on responses captured from real
-//! slurmrestd daemons: v0.0.38 from Debian 12's Slurm 22.05.8, and v0.0.40, v0.0.41 and
-//! v0.0.42 from Debian 13's Slurm 24.11.5 (`tests/fixtures/slurm/capture` made them;
+//! slurmrestd daemons: v0.0.38 from Debian 12's Slurm 22.05.8, v0.0.40, v0.0.41 and
+//! v0.0.42 from Debian 13's Slurm 24.11.5, and v0.0.43, v0.0.44 and v0.0.45 from Debian
+//! testing's Slurm 26.05.5 (`tests/fixtures/slurm/capture` made them;
 //! its README tells how). Each version's `MANIFEST` gives the request and the HTTP
 //! status of every response, and `scontrol-show-job.txt` what Slurm's own tool said at
 //! the same moment.
@@ -12,6 +13,7 @@ use proptest::prelude::*;
 use qbets::sources::slurm_rest::client::{
     interpret_cancel, interpret_job, interpret_jobs, interpret_submit,
 };
+use qbets::sources::slurm_rest::discovery::parse_openapi;
 use qbets::sources::slurm_rest::{
     ApiVersion, JobList, JobState, SlurmErrorEntry, SlurmJob, SlurmRestError,
 };
@@ -82,6 +84,15 @@ fn job_list(v: ApiVersion) -> JobList {
     interpret_jobs(&c.what, USER, c.status, &c.body).unwrap_or_else(|e| panic!("{v}: {e}"))
 }
 
+/// The Slurm release each version's fixtures were captured from.
+fn release(v: ApiVersion) -> &'static str {
+    match v {
+        ApiVersion::V0_0_38 => "22.05.8",
+        ApiVersion::V0_0_40 | ApiVersion::V0_0_41 | ApiVersion::V0_0_42 => "24.11.5",
+        _ => "26.05.5",
+    }
+}
+
 fn named<'a>(list: &'a JobList, name: &str) -> Vec<&'a SlurmJob> {
     list.jobs.iter().filter(|j| j.name == name).collect()
 }
@@ -111,11 +122,7 @@ fn job_lists_of_every_version_read_whole_and_agree_with_scontrol() {
     for v in ApiVersion::ALL {
         let list = job_list(v);
         assert!(list.rejected.is_empty(), "{v}: {:?}", list.rejected);
-        let expected_release = if v == ApiVersion::V0_0_38 {
-            "22.05.8"
-        } else {
-            "24.11.5"
-        };
+        let expected_release = release(v);
         assert_eq!(list.slurm_release.as_deref(), Some(expected_release), "{v}");
         assert_eq!(
             list.last_update.is_some(),
@@ -264,6 +271,30 @@ fn the_newer_versions_read_the_same_cluster_identically() {
     let v40 = strip(job_list(ApiVersion::V0_0_40));
     assert_eq!(v40, strip(job_list(ApiVersion::V0_0_41)));
     assert_eq!(v40, strip(job_list(ApiVersion::V0_0_42)));
+    // v0.0.43, v0.0.44 and v0.0.45 likewise, from one Slurm 26.05.
+    let v43 = strip(job_list(ApiVersion::V0_0_43));
+    assert_eq!(v43, strip(job_list(ApiVersion::V0_0_44)));
+    assert_eq!(v43, strip(job_list(ApiVersion::V0_0_45)));
+}
+
+#[test]
+fn auto_chooses_the_newest_version_each_captured_openapi_document_offers() {
+    // Slurm 22.05 (openapi/v0.0.38): only v0.0.38, and no release in the document.
+    let c = captured(ApiVersion::V0_0_38, "openapi-v3.json");
+    assert_eq!(c.status, 200);
+    let o = parse_openapi(&c.body).unwrap();
+    assert_eq!(o.slurm, ["v0.0.38"]);
+    assert_eq!(
+        (o.newest_known(), o.release),
+        (Some(ApiVersion::V0_0_38), None)
+    );
+    // Slurm 26.05 (openapi/slurmctld): v0.0.42 to v0.0.45; auto speaks v0.0.45.
+    let c = captured(ApiVersion::V0_0_45, "openapi-v3.json");
+    assert_eq!(c.status, 200);
+    let o = parse_openapi(&c.body).unwrap();
+    assert_eq!(o.slurm, ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]);
+    assert_eq!(o.newest_known(), Some(ApiVersion::V0_0_45));
+    assert_eq!(o.release.as_deref(), Some("26.05.5"));
 }
 
 #[test]
@@ -406,7 +437,9 @@ fn error_answers_become_errors_that_say_what_went_wrong() {
         let c = captured(v, "error-submit-bad-partition.json");
         let e = interpret_submit(&c.what, USER, c.status, &c.body).unwrap_err();
         let (status, errors) = slurm_errors(&e);
-        assert_eq!((status, errors[0].number), (500, Some(2000)), "{v}");
+        // 26.05 answers 422 (Unprocessable Content) where older releases said 500.
+        let expected = if release(v) == "26.05.5" { 422 } else { 500 };
+        assert_eq!((status, errors[0].number), (expected, Some(2000)), "{v}");
         assert_eq!(
             errors[0].error.as_deref(),
             Some("Invalid partition name specified"),
@@ -469,4 +502,34 @@ proptest! {
             }
         }
     }
+}
+
+/// Accounting over REST (`GET /slurmdb/v0.0.45/jobs/`, Slurm 26.05.5's slurmdbd) and
+/// `sacct` over the same window, captured a moment apart by `capture slurmdb`: the
+/// `slurmdb_rest` reader gives the `sacct` source's records, job for job.
+#[test]
+fn slurmdb_answers_read_job_for_job_as_sacct_reads_the_same_window() {
+    use qbets::sources::{JobRecord, sacct, slurmdb_rest};
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm/slurmdb-v0.0.45");
+    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    assert!(
+        manifest.starts_with("jobs.json\tGET\t/slurmdb/v0.0.45/jobs/?start_time="),
+        "{manifest}"
+    );
+    assert!(manifest.trim_end().ends_with("\t200"), "{manifest}");
+    let body = std::fs::read(dir.join("jobs.json")).unwrap();
+    let text = std::fs::read_to_string(dir.join("sacct.txt")).unwrap();
+    // Later than every record: nothing is from the future.
+    let now = 2_000_000_000;
+    let by_id = |mut v: Vec<JobRecord>| {
+        v.sort_by_key(|r| r.job_id.parse::<u64>().unwrap());
+        v
+    };
+    let db = slurmdb_rest::read_jobs(&body, now).unwrap();
+    let sa = sacct::read_output(&text, now);
+    assert!(db.rejects.is_empty(), "{:?}", db.rejects);
+    assert!(sa.rejects.is_empty(), "{:?}", sa.rejects);
+    assert_eq!(sa.records.len(), text.lines().count());
+    assert_eq!(by_id(db.records), by_id(sa.records));
 }

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use qbets::sources::slurm_rest::{
-    ApiVersion, ClientConfig, JobState, JobSubmission, SlurmJob, SlurmRestClient, SlurmRestError,
-    Token, TokenSource,
+    ApiVersion, ApiVersionSetting, ClientConfig, JobState, JobSubmission, SlurmJob,
+    SlurmRestClient, SlurmRestError, Token, TokenSource,
 };
 
 use super::scontrol;
@@ -83,6 +83,29 @@ async fn poll_until(
         );
         tokio::time::sleep(POLL).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_speaks_the_newest_version_the_local_slurm_serves() {
+    let client = SlurmRestClient::new(&ClientConfig {
+        api_version: ApiVersionSetting::Auto,
+        ..config()
+    })
+    .unwrap();
+    assert_eq!(client.api_version(), None, "not asked yet");
+    let list = client
+        .list_jobs()
+        .await
+        .unwrap_or_else(|e| panic!("list jobs: {e}"));
+    assert!(list.rejected.is_empty(), "{:?}", list.rejected);
+    // `scripts/local-slurm env` exports the newest version its Slurm serves.
+    let newest: ApiVersion = required("SLURMRESTD_API_VERSION").parse().unwrap();
+    assert_eq!(client.api_version(), Some(newest));
+    let note = client.version_note().unwrap();
+    assert!(
+        note.starts_with(&format!("slurmrestd API {newest} (auto, from ")),
+        "{note}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,7 +270,7 @@ async fn a_running_job_is_cancelled_and_unknown_jobs_and_bad_tokens_are_told_apa
     )
     .unwrap();
     let e = forged.list_jobs().await.unwrap_err();
-    if cfg.api_version == ApiVersion::V0_0_38 {
+    if cfg.api_version == ApiVersion::V0_0_38.into() {
         // Slurm 22.05 reports a rejected token only as an unspecified error, the same -1
         // a down slurmctld gives, so it counts as worth a retry.
         assert!(
@@ -264,7 +287,7 @@ async fn a_running_job_is_cancelled_and_unknown_jobs_and_bad_tokens_are_told_apa
 /// Whether the local slurmrestd serves `version` (a `ping` it does not know is a 404).
 async fn serves(version: ApiVersion) -> bool {
     let cfg = ClientConfig {
-        api_version: version,
+        api_version: qbets::sources::slurm_rest::ApiVersionSetting::Fixed(version),
         ..config()
     };
     SlurmRestClient::new(&cfg).unwrap().ping().await.is_ok()
@@ -288,7 +311,7 @@ async fn placeholder_jobs_ask_slurm_for_their_nodes_cpus_and_time_in_every_serve
         tried.push(version);
         let submitter = SlurmSubmitter::new(&SlurmRestSubmitConfig {
             url: base.url.clone(),
-            api_version: version,
+            api_version: qbets::sources::slurm_rest::ApiVersionSetting::Fixed(version),
             user: base.user.clone(),
             token_env: Some("SLURM_JWT".into()),
             token_file: None,
