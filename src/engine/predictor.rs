@@ -988,8 +988,7 @@ impl QueuePredictor {
         shape: JobShape,
         view: QueueView,
         deadline_s: Option<u64>,
-        quantile: f64,
-        confidence: f64,
+        (quantile, confidence): (f64, f64),
     ) -> RemainingAnswer {
         let elapsed = u64::try_from(now.saturating_sub(submit)).unwrap_or(0);
         let found = self.answering(now, shape, view);

@@ -190,8 +190,7 @@ pub async fn get_job<S: Store>(
                 shape,
                 p.view_behind(own_ahead),
                 deadline_s,
-                quantile,
-                confidence,
+                (quantile, confidence),
             );
             Ok((
                 Some(PendingView {
