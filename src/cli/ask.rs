@@ -275,6 +275,8 @@ async fn ask_rank(args: RankArgs) -> Result<u8, Failure> {
     let mut query = args.shape.query();
     query.extend(levels(args.quantile, args.confidence));
     let mut r: BoundsResponse = client.get("/v1/bounds", &query).await?;
+    // A queue whose limits the job exceeds is no place to run it: not ranked.
+    r.bounds.retain(|b| b.status != AnswerStatus::ExceedsLimits);
     if let Some(site) = &args.site {
         r.bounds.retain(|b| &b.site == site);
         if r.bounds.is_empty() {

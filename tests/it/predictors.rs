@@ -171,7 +171,8 @@ async fn an_imported_trace_answers_as_the_replay_does() {
                     nodes: j.nodes.map_or(0, |n| n as u64),
                     walltime_s: j.walltime_s.map_or(0, |w| w as u64),
                 },
-                user: None,
+                // The trace's users (SWF field 12), as the import stores them.
+                user: u32::try_from(r.user).ok(),
             }
         })
         .collect();
