@@ -83,6 +83,12 @@ pub struct Args {
     /// (e.g. `10:2000:0.3`).
     #[arg(long, requires = "model", conflicts_with = "experiment")]
     pub arrays: Option<crate::sim::arrays::ArraySpec>,
+    /// With --arrays, serve the arrays' tasks after every other job (queue 2, ranked
+    /// after queue 1): the fair share sites that take arrays run, under which one
+    /// user's burst does not hold up everyone else's jobs. The replay of the output
+    /// then sees two queues; give it `--queue` or rewrite field 15 to read one.
+    #[arg(long, requires = "arrays", conflicts_with_all = ["priority", "demo_queues"])]
+    pub arrays_last: bool,
     /// Queue priorities, e.g. `1=0,2=1,3=2`: lower ranks are served first.
     #[arg(long, conflicts_with_all = ["demo_queues", "experiment"], value_parser = parse_priorities)]
     pub priority: Option<BTreeMap<i32, i32>>,
@@ -312,6 +318,16 @@ pub fn run(args: Args) -> Result<()> {
                     w.jobs.len(),
                     crate::sim::arrays::BACKGROUND_USERS
                 ));
+                if args.arrays_last {
+                    for j in &mut w.jobs {
+                        let array = w
+                            .users
+                            .get(&j.id)
+                            .is_some_and(|u| *u > crate::sim::arrays::BACKGROUND_USERS);
+                        j.queue = if array { 2 } else { 1 };
+                    }
+                    priority = [(1, 0), (2, 1)].into_iter().collect();
+                }
                 users = w.users;
                 jobs = w.jobs;
             }

@@ -568,6 +568,46 @@ fn simulate_model_output_is_byte_identical_for_a_seed() {
     assert!(t.bad.is_empty());
 }
 
+/// `--arrays-last` serves the injected arrays after everyone else (fair share): the
+/// arrays' tasks sit in queue 2 ranked after queue 1, and the background jobs wait less
+/// than when the arrays hold them up in arrival order.
+#[test]
+fn simulate_arrays_last_serves_the_background_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, last: bool| {
+        let out = dir.path().join(name);
+        let mut cmd = qbets();
+        cmd.args(["simulate", "--policy", "easy", "--processors", "256"])
+            .args(["--model", "cirne", "--jobs", "3000", "--seed", "4"])
+            .args(["--arrays", "10:400:0.3", "--offered-load", "0.8", "--out"])
+            .arg(&out);
+        if last {
+            cmd.arg("--arrays-last");
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        swf::SwfTrace::read(&std::fs::read(out).unwrap()[..]).unwrap()
+    };
+    let background_wait = |t: &swf::SwfTrace| {
+        let w: Vec<f64> = t
+            .records
+            .iter()
+            .filter(|r| r.user <= 100)
+            .map(|r| r.wait as f64)
+            .collect();
+        w.iter().sum::<f64>() / w.len() as f64
+    };
+    let fifo = run("fifo.swf", false);
+    let last = run("last.swf", true);
+    assert!(last.records.iter().any(|r| r.user > 100));
+    for r in &last.records {
+        assert_eq!(r.queue, if r.user > 100 { 2 } else { 1 }, "job {}", r.job);
+    }
+    assert!(fifo.records.iter().all(|r| r.queue == fifo.records[0].queue));
+    let (a, b) = (background_wait(&last), background_wait(&fifo));
+    assert!(a < b, "background mean wait {a} s with --arrays-last, {b} s without");
+}
+
 #[test]
 fn simulate_rejects_bad_arguments_with_clear_errors() {
     let o = qbets()
