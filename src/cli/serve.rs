@@ -13,7 +13,8 @@ use crate::config::{Config, Overrides};
 use crate::service::demo::{Demo, DemoOptions};
 use crate::service::reservations::{Executor, HaltPoint, Submitters};
 use crate::service::{AppState, Clock, Predictors, SystemClock};
-use crate::store::{Store, StoreTask, redact_url, with_store_options};
+use crate::store::{SiteScope, Store, StoreTask, redact_url, with_store_options};
+use crate::submit::{DemoScheduler, Submitter};
 
 /// Where the service's settings come from (shared by every service subcommand).
 #[derive(Debug, Clone, clap::Args)]
@@ -215,10 +216,16 @@ impl StoreTask for Serve {
             database = %redact_url(&self.config.database_url),
             "serving: the dashboard at http://{addr}/ui/, the API under http://{addr}/v1 (docs at http://{addr}/docs)"
         );
-        let submitters = Arc::new(
-            Submitters::from_config(&self.config.sites)
-                .context("cannot set up the sites' submit targets")?,
-        );
+        let mut submitters = Submitters::from_config(&self.config.sites)
+            .context("cannot set up the sites' submit targets")?;
+        // The demo site takes reservations on its own simulated machine, run by its own
+        // (simulated) clock: an executor of its own, and the others leave it alone.
+        let demo_scheduler = self.demo.as_ref().map(|opts| {
+            let scheduler = DemoScheduler::default();
+            submitters.insert(opts.site.clone(), Submitter::Demo(scheduler.clone()));
+            (opts.site.clone(), scheduler)
+        });
+        let submitters = Arc::new(submitters);
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let sites = self.config.sites.clone();
         let batch_size = self.config.import.batch_size;
@@ -236,7 +243,11 @@ impl StoreTask for Serve {
             )
             .with_predictors(state.predictors.clone())
             .with_lease_s(reservations.lease_s)
-            .with_halt_at(halt_at);
+            .with_halt_at(halt_at)
+            .with_scope(match &demo_scheduler {
+                Some((site, _)) => SiteScope::Except(site.clone()),
+                None => SiteScope::All,
+            });
             tracing::info!(executor = %executor.id(), "reservations executor started");
             let tick = std::time::Duration::from_secs(reservations.tick_s.max(1));
             let mut stopped = stopped.clone();
@@ -244,9 +255,30 @@ impl StoreTask for Serve {
                 let _ = stopped.wait_for(|s| *s).await;
             }))
         });
-        let demo = match self.demo {
-            Some(opts) => Some(start_demo(&store, &state.predictors, opts, clock).await?),
-            None => None,
+        let demo = match (self.demo, demo_scheduler) {
+            (Some(opts), Some((site, scheduler))) => {
+                let (task, demo_clock) =
+                    start_demo(&store, &state.predictors, opts, clock, scheduler).await?;
+                // The demo's reservations: run by its clock, on its machine.
+                let executor = reservations.executor.then(|| {
+                    let executor = Executor::new(
+                        state.store.clone(),
+                        state.submitters.clone(),
+                        demo_clock,
+                        format!("{}-demo", executor_id()),
+                    )
+                    .with_predictors(state.predictors.clone())
+                    .with_lease_s(reservations.lease_s)
+                    .with_scope(SiteScope::Only(site));
+                    let tick = std::time::Duration::from_secs(1);
+                    let mut stopped = stopped.clone();
+                    tokio::spawn(executor.run(tick, async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    }))
+                });
+                Some((task, executor))
+            }
+            _ => None,
         };
         // Each configured source runs in the background; one failing never stops the
         // others or the API.
@@ -264,11 +296,13 @@ impl StoreTask for Serve {
         }
         crate::http::serve(listener, state, shutdown_signal()).await?;
         sources.stop().await;
-        if let Some(d) = demo {
-            d.abort();
-        }
         let _ = stop.send(true);
-        if let Some(task) = executor {
+        let mut executors = executor.into_iter().collect::<Vec<_>>();
+        if let Some((task, demo_executor)) = demo {
+            task.abort();
+            executors.extend(demo_executor);
+        }
+        for task in executors {
             let _ = task.await;
         }
         tracing::info!("stopped");
@@ -283,11 +317,14 @@ async fn start_demo<S: Store>(
     predictors: &Arc<Predictors>,
     opts: DemoOptions,
     clock: Arc<dyn Clock>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    scheduler: DemoScheduler,
+) -> anyhow::Result<(tokio::task::JoinHandle<()>, Arc<dyn Clock>)> {
     let started = std::time::Instant::now();
     let preroll = opts.preroll_s;
     let speedup = opts.speedup;
     let mut demo = Demo::new(store, predictors, opts, clock).await?;
+    demo.take_reservations(scheduler);
+    let demo_clock = demo.clock();
     let bar = super::progress::bar(preroll.max(0) as u64, "simulated s");
     bar.set_message("demo pre-roll");
     let records = demo
@@ -305,9 +342,10 @@ async fn start_demo<S: Store>(
         "demo site live (try /v1/sites/demo/queues/normal/bound?nodes=8&walltime=01:00:00)"
     );
     let (store, predictors) = (store.clone(), predictors.clone());
-    Ok(tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         demo.run(store, predictors, std::future::pending()).await;
-    }))
+    });
+    Ok((task, demo_clock))
 }
 
 /// `QBETS_HALT_AT`, for crash tests only: the point where the executor stops for good

@@ -22,6 +22,7 @@ use crate::sim::simulator::{EventKind, Policy, SimConfig, SimEvent, Simulator};
 use crate::store::{
     JobState, NewJob, NewQueue, NewSite, Queue, Site, SiteKind, Store, StoreResult,
 };
+use crate::submit::DemoScheduler;
 
 use super::{Clock, FixedClock, Predictors};
 
@@ -101,6 +102,8 @@ pub struct Demo {
     /// Job ids are prefixed with the run's origin, so a demo restarted on the same
     /// database never collides with an earlier run's jobs.
     prefix: String,
+    /// The site's scheduler as reservations see it, when they may be made here.
+    scheduler: Option<DemoScheduler>,
 }
 
 impl Demo {
@@ -180,7 +183,62 @@ impl Demo {
             queues,
             open: HashMap::new(),
             unsaved: Vec::new(),
+            scheduler: None,
         })
+    }
+
+    /// Takes reservations: jobs `scheduler` is given enter this machine (see
+    /// [`crate::submit::demo`]); their ids carry this run's prefix.
+    pub fn take_reservations(&mut self, scheduler: DemoScheduler) {
+        scheduler.set_prefix(self.prefix.clone());
+        self.scheduler = Some(scheduler);
+    }
+
+    /// The site's clock (simulated time): the one its reservations are run by.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::new(self.sim_clock.clone())
+    }
+
+    /// Puts the reservations' jobs and cancels made since the last step on the
+    /// machine, at its now.
+    fn take_scheduler_news(&mut self) {
+        let Some(scheduler) = &self.scheduler else {
+            return;
+        };
+        let now = self.sim.now();
+        let (submissions, cancels) = scheduler.take();
+        for s in submissions {
+            let queue = self
+                .queues
+                .iter()
+                .find(|(_, q)| q.name == s.queue)
+                .map(|(n, _)| *n);
+            let requested = i64::try_from(s.time_limit_s).unwrap_or(i64::MAX).max(1);
+            let job = queue.map(|queue| SimJob {
+                id: s.id,
+                queue,
+                submit: now,
+                // A placeholder holds its nodes for its whole walltime.
+                runtime: requested,
+                procs: s.nodes,
+                requested,
+                cancel_at: None,
+            });
+            match job.map(|j| self.sim.submit(j)) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(job = s.id, error = %e, "demo: a reservation's job refused");
+                    scheduler.refused(s.id, self.origin + now);
+                }
+                None => {
+                    tracing::warn!(job = s.id, queue = %s.queue, "demo: no such queue");
+                    scheduler.refused(s.id, self.origin + now);
+                }
+            }
+        }
+        for id in cancels {
+            self.sim.cancel_at(id, now);
+        }
     }
 
     /// The site's simulated now.
@@ -203,6 +261,7 @@ impl Demo {
     ) -> StoreResult<StepReport> {
         let rel = (t - self.origin).max(self.sim.now());
         let mut events = Vec::new();
+        self.take_scheduler_news();
         // Jobs are submitted as their time comes, so the machine never runs ahead.
         while self.next.submit <= rel {
             let job = std::mem::replace(&mut self.next, self.model.next_rigid().job);
@@ -236,6 +295,27 @@ impl Demo {
     /// The record of a job after `e`, the latest news of it winning.
     fn record(&mut self, e: &SimEvent) -> Option<NewJob> {
         let at = self.origin + e.time;
+        if let Some(scheduler) = self
+            .scheduler
+            .as_ref()
+            .filter(|_| DemoScheduler::owns(e.job))
+        {
+            match e.kind {
+                EventKind::Submitted => {}
+                EventKind::Started => scheduler.started(e.job, at),
+                EventKind::Ended { how } => scheduler.ended(
+                    e.job,
+                    at,
+                    match how {
+                        EndKind::Completed => "COMPLETED",
+                        EndKind::Killed => "TIMEOUT",
+                        EndKind::CancelledRunning
+                        | EndKind::CancelledWaiting
+                        | EndKind::Withdrawn => "CANCELLED",
+                    },
+                ),
+            }
+        }
         match e.kind {
             EventKind::Submitted => {
                 let queue = self.queues.get(&e.queue)?;

@@ -21,7 +21,7 @@ use std::time::Duration;
 use crate::config::SiteConfig;
 use crate::plan::lifecycle::{self, OnFailure, RemoteJob, ReservationState};
 use crate::plan::varq::{self, Replan, VarqPlan, VarqRequest};
-use crate::store::{PlanFields, Replanned, Reservation, Store, StoreError, Transition};
+use crate::store::{PlanFields, Replanned, Reservation, SiteScope, Store, StoreError, Transition};
 use crate::submit::{RemoteRequest, RemoteStatus, SubmitError, Submitter};
 
 use super::Clock;
@@ -272,6 +272,8 @@ pub struct Executor<S: Store> {
     predictors: Option<Arc<Predictors>>,
     lease_s: i64,
     halt_at: Option<HaltPoint>,
+    /// The sites whose reservations this executor runs.
+    scope: SiteScope,
     /// When remote cleanups are retried next ([`Executor::retry_remote_cleanups`]).
     next_cleanup: AtomicI64,
 }
@@ -295,6 +297,7 @@ impl<S: Store> Executor<S> {
             predictors: None,
             lease_s: LEASE_S,
             halt_at: None,
+            scope: SiteScope::All,
             next_cleanup: AtomicI64::new(i64::MIN),
         }
     }
@@ -302,6 +305,13 @@ impl<S: Store> Executor<S> {
     /// Claims last `secs` seconds instead of [`LEASE_S`] (`[reservations] lease_s`).
     pub fn with_lease_s(mut self, secs: u64) -> Self {
         self.lease_s = i64::try_from(secs).unwrap_or(i64::MAX).max(1);
+        self
+    }
+
+    /// Runs only the reservations of the sites in `scope` (the demo's run by its own
+    /// clock, every other site's by the real one).
+    pub fn with_scope(mut self, scope: SiteScope) -> Self {
+        self.scope = scope;
         self
     }
 
@@ -365,6 +375,9 @@ impl<S: Store> Executor<S> {
         self.submit_due(&mut report).await?;
         let now = self.clock.now();
         for r in self.store.active_reservations().await? {
+            if !self.scope.includes(&r.request.site) {
+                continue;
+            }
             let result = match r.state {
                 ReservationState::Planned => self.replan(&r, now, &mut report).await,
                 ReservationState::Submitted | ReservationState::Started => {
@@ -393,6 +406,9 @@ impl<S: Store> Executor<S> {
         self.next_cleanup
             .store(now.saturating_add(CLEANUP_EVERY_S), Ordering::Release);
         for r in self.store.remote_cleanups().await? {
+            if !self.scope.includes(&r.request.site) {
+                continue;
+            }
             if let Err(e) = cancel_remote(&self.store, &self.submitters, &r, now).await {
                 report.errors += 1;
                 tracing::warn!(reservation = %r.request.uid, error = %e, "remote job still to cancel; retried later");
@@ -410,7 +426,13 @@ impl<S: Store> Executor<S> {
             let now = self.clock.now();
             let claimed = self
                 .store
-                .claim_reservations(now, &self.id, now.saturating_add(self.lease_s), 1)
+                .claim_reservations(
+                    now,
+                    &self.id,
+                    now.saturating_add(self.lease_s),
+                    1,
+                    &self.scope,
+                )
                 .await?;
             let Some(r) = claimed.into_iter().next() else {
                 break;

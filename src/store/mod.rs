@@ -22,7 +22,7 @@ mod sqlite;
 
 pub use reservations::{
     Calibration, Coallocation, NewCoallocation, NewReservation, PlanFields, Replanned, Reservation,
-    ReservationEvent, ReservationRequest, Transition,
+    ReservationEvent, ReservationRequest, SiteScope, Transition,
 };
 
 use std::fmt;
@@ -859,14 +859,16 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<bool>> + Send;
 
     /// Atomically leases to `owner`, until `lease_until`, up to `limit` planned
-    /// reservations whose submission time has come and that no live lease holds. A
-    /// reservation is leased to one claimer only, however many replicas ask at once.
+    /// reservations whose submission time has come and that no live lease holds, at
+    /// the sites in `scope`. A reservation is leased to one claimer only, however many
+    /// replicas ask at once.
     fn claim_reservations(
         &self,
         now: i64,
         owner: &str,
         lease_until: i64,
         limit: i64,
+        scope: &SiteScope,
     ) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
 
     /// Applies a state change if the reservation is still in `t.from` (compare-and-set),

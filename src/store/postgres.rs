@@ -24,7 +24,7 @@ use super::{
 };
 use super::{
     Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
-    ReservationEvent, Transition,
+    ReservationEvent, SiteScope, Transition,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");

@@ -187,7 +187,9 @@ macro_rules! reservation_store_methods {
         owner: &str,
         lease_until: i64,
         limit: i64,
+        scope: &SiteScope,
     ) -> StoreResult<Vec<Reservation>> {
+        let (only, except) = scope.binds();
         // The conditions are checked again on the row being updated: under PostgreSQL's
         // READ COMMITTED a second claimer waiting on the row re-reads it, sees the lease
         // and leaves it. A lease that ran out (its holder died) may be taken over. The
@@ -199,6 +201,7 @@ macro_rules! reservation_store_methods {
             "WITH picked AS MATERIALIZED (SELECT id FROM reservations \
                  WHERE state = 'planned' AND submit_at <= $1 \
                    AND (lease_until IS NULL OR lease_until < $1) \
+                   AND ($5 IS NULL OR site = $5) AND ($6 IS NULL OR site <> $6) \
                  ORDER BY submit_at, id LIMIT $4 ",
             $lock,
             ") UPDATE reservations SET lease_owner = $2, lease_until = $3, updated_at = $1 \
@@ -210,6 +213,8 @@ macro_rules! reservation_store_methods {
         .bind(owner)
         .bind(lease_until)
         .bind(limit)
+        .bind(only)
+        .bind(except)
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;

@@ -135,6 +135,36 @@ pub struct Replanned {
     pub event: Option<String>,
 }
 
+/// Which sites' reservations an executor runs: every site's, one site's (the demo's,
+/// whose reservations run by its simulated clock), or every site's but one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SiteScope {
+    #[default]
+    All,
+    Only(String),
+    Except(String),
+}
+
+impl SiteScope {
+    /// Whether reservations at `site` are in scope.
+    pub fn includes(&self, site: &str) -> bool {
+        match self {
+            SiteScope::All => true,
+            SiteScope::Only(s) => s == site,
+            SiteScope::Except(s) => s != site,
+        }
+    }
+
+    /// The site to keep to and the site to leave out, as a query binds them.
+    pub fn binds(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            SiteScope::All => (None, None),
+            SiteScope::Only(s) => (Some(s), None),
+            SiteScope::Except(s) => (None, Some(s)),
+        }
+    }
+}
+
 /// A state change, applied only when the reservation is still in `from` (and, when
 /// `lease_owner` is given, still leased by it): compare-and-set, so concurrent
 /// executors and a user's cancel never both win.

@@ -27,7 +27,7 @@ use super::{
 };
 use super::{
     Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
-    ReservationEvent, Transition,
+    ReservationEvent, SiteScope, Transition,
 };
 
 /// Binds a job's ten columns, in the order of the `INSERT` column lists below.

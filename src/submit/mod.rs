@@ -5,12 +5,14 @@
 //! May import: reqwest (through [`crate::sources`]' clients), serde, std. Never sqlx or
 //! axum (this and `src/sources` are the only places that talk to schedulers).
 
+pub mod demo;
 pub mod slurm_rest;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::plan::lifecycle::RunMode;
 
+pub use demo::DemoScheduler;
 pub use slurm_rest::{SlurmRestSubmitConfig, SlurmSubmitter};
 
 /// A placeholder job to submit for a reservation.
@@ -92,6 +94,8 @@ impl SubmitConfig {
 pub enum Submitter {
     /// slurmrestd.
     SlurmRest(SlurmSubmitter),
+    /// The demo site's simulated machine (`serve --demo`).
+    Demo(DemoScheduler),
 }
 
 impl Submitter {
@@ -106,6 +110,7 @@ impl Submitter {
     pub async fn submit(&self, req: &RemoteRequest) -> Result<String, SubmitError> {
         match self {
             Submitter::SlurmRest(s) => s.submit(req).await.map(|id| id.to_string()),
+            Submitter::Demo(d) => d.submit(req),
         }
     }
 
@@ -113,6 +118,7 @@ impl Submitter {
     pub async fn find(&self, reservation: &str) -> Result<Vec<RemoteStatus>, SubmitError> {
         match self {
             Submitter::SlurmRest(s) => s.find(reservation).await,
+            Submitter::Demo(d) => Ok(d.find(reservation)),
         }
     }
 
@@ -120,6 +126,7 @@ impl Submitter {
     pub async fn status(&self, job_id: &str) -> Result<Option<RemoteStatus>, SubmitError> {
         match self {
             Submitter::SlurmRest(s) => s.status(parse_id(job_id)?).await,
+            Submitter::Demo(d) => d.status(job_id),
         }
     }
 
@@ -127,6 +134,7 @@ impl Submitter {
     pub async fn cancel(&self, job_id: &str) -> Result<(), SubmitError> {
         match self {
             Submitter::SlurmRest(s) => s.cancel(parse_id(job_id)?).await,
+            Submitter::Demo(d) => d.cancel(job_id),
         }
     }
 }

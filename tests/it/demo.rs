@@ -86,3 +86,130 @@ async fn the_demo_site_has_moving_bounds_within_its_preroll() {
     let db = TestDb::fresh().await;
     with_store(db.url(), Drive).await.unwrap();
 }
+
+/// A reservation on the demo site runs its whole managed flow on the demo's own
+/// simulated machine, by the demo's clock: the demo's executor submits it when due, the
+/// job enters the machine beside the model's and is stored like them, starts, holds its
+/// nodes past `start_at`, and the reservation succeeds. An executor for the other sites
+/// leaves it alone.
+struct Reserve;
+
+impl StoreTask for Reserve {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        use qbets::plan::lifecycle::{OnFailure, ReservationState, RunMode};
+        use qbets::plan::varq::Mode;
+        use qbets::service::reservations::{Executor, Submitters, new_uid};
+        use qbets::store::{NewReservation, PlanFields, ReservationRequest, SiteScope};
+        use qbets::submit::{DemoScheduler, Submitter};
+
+        let real = FixedClock::at(TEST_NOW);
+        let predictors = Arc::new(Predictors::new().with_clock(Arc::new(real.clone())));
+        let opts = DemoOptions {
+            preroll_s: 2 * 86_400,
+            speedup: 60.0,
+            ..DemoOptions::default()
+        };
+        let mut demo = Demo::new(&store, &predictors, opts, Arc::new(real.clone()))
+            .await
+            .unwrap();
+        let scheduler = DemoScheduler::default();
+        demo.take_reservations(scheduler.clone());
+        demo.preroll(&store, &predictors, |_| {}).await.unwrap();
+        demo.tick(&store, &predictors).await.unwrap();
+        let mut submitters = Submitters::new();
+        submitters.insert("demo", Submitter::Demo(scheduler));
+        let submitters = Arc::new(submitters);
+        let executor = Executor::new(store.clone(), submitters.clone(), demo.clock(), "test-demo")
+            .with_predictors(predictors.clone())
+            .with_scope(SiteScope::Only("demo".into()));
+        // The other sites' executor runs by the real clock, which the demo's is ahead of.
+        let others = Executor::new(store.clone(), submitters, Arc::new(real.clone()), "test")
+            .with_scope(SiteScope::Except("demo".into()));
+
+        // Due now (by the demo's clock), to hold 4 express nodes 20 minutes later.
+        let now = demo.sim_now();
+        let start_at = now + 1_200;
+        let r = store
+            .insert_reservation(&NewReservation {
+                request: ReservationRequest {
+                    uid: new_uid("r"),
+                    owner: "alice".into(),
+                    site: "demo".into(),
+                    queue: "express".into(),
+                    nodes: 4,
+                    walltime_s: 600,
+                    start_at,
+                    min_probability: 0.5,
+                    confidence: 0.95,
+                    mode: Mode::Latest,
+                    step_s: 300,
+                    command: "true".into(),
+                    run_mode: RunMode::Hold,
+                    on_failure: OnFailure::Cancel,
+                },
+                state: ReservationState::Planned,
+                plan: Some(PlanFields {
+                    submit_at: now,
+                    advertised_walltime_s: 1_800,
+                    probability: 0.9,
+                }),
+                at_risk: false,
+                coallocation: None,
+                reason: "planned by the test".into(),
+                created_at: now,
+                idempotency_key: None,
+            })
+            .await
+            .unwrap();
+        let reread = || async { store.reservation(&r.request.uid).await.unwrap().unwrap() };
+
+        assert_eq!(others.tick().await.unwrap().submitted, 0);
+        let report = executor.tick().await.unwrap();
+        assert_eq!(report.submitted, 1, "{report:?}");
+        let submitted = reread().await;
+        assert_eq!(submitted.state, ReservationState::Submitted);
+        let job_id = submitted.remote_job_id.clone().unwrap();
+
+        // Real seconds go by; each moves the demo a simulated minute.
+        let mut states = vec![submitted.state];
+        let mut t = TEST_NOW;
+        while !reread().await.state.is_final() && t < TEST_NOW + 3_600 {
+            t += 1;
+            real.set(t);
+            demo.tick(&store, &predictors).await.unwrap();
+            others.tick().await.unwrap();
+            executor.tick().await.unwrap();
+            let s = reread().await.state;
+            if states.last() != Some(&s) {
+                states.push(s);
+            }
+        }
+        assert_eq!(
+            states,
+            [
+                ReservationState::Submitted,
+                ReservationState::Started,
+                ReservationState::Succeeded
+            ],
+            "{:?}",
+            reread().await
+        );
+        let done = reread().await;
+        assert!(done.started_at.is_some_and(|s| s <= start_at), "{done:?}");
+        // The job is the demo site's like any other: stored with the shape submitted.
+        let site = store.site("demo").await.unwrap().unwrap();
+        let job = store.job(site.id, &job_id).await.unwrap().unwrap();
+        assert_eq!(job.nodes, Some(4));
+        assert_eq!(job.walltime_s, Some(1_800));
+        assert_eq!(job.start_time, done.started_at);
+    }
+}
+
+#[tokio::test]
+async fn a_demo_reservation_runs_on_the_demo_machine_by_its_clock() {
+    // Both backends: claiming by site scope is SQL of each.
+    with_store(TestDb::sqlite().url(), Reserve).await.unwrap();
+    let db = TestDb::fresh().await;
+    with_store(db.url(), Reserve).await.unwrap();
+}

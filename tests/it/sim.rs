@@ -603,9 +603,16 @@ fn simulate_arrays_last_serves_the_background_first() {
     for r in &last.records {
         assert_eq!(r.queue, if r.user > 100 { 2 } else { 1 }, "job {}", r.job);
     }
-    assert!(fifo.records.iter().all(|r| r.queue == fifo.records[0].queue));
+    assert!(
+        fifo.records
+            .iter()
+            .all(|r| r.queue == fifo.records[0].queue)
+    );
     let (a, b) = (background_wait(&last), background_wait(&fifo));
-    assert!(a < b, "background mean wait {a} s with --arrays-last, {b} s without");
+    assert!(
+        a < b,
+        "background mean wait {a} s with --arrays-last, {b} s without"
+    );
 }
 
 #[test]

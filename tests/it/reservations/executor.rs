@@ -21,7 +21,7 @@ use qbets::service::{AppState, FixedClock, Predictors, SystemClock, tokens};
 use qbets::sources::slurm_rest::{ClientConfig, JobSubmission, SlurmRestClient};
 use qbets::store::{
     NewCoallocation, NewJob, NewQueue, NewReservation, NewSite, PgStore, PlanFields, Reservation,
-    ReservationRequest, Scope, SiteKind, Store, StoreTask, with_store,
+    ReservationRequest, Scope, SiteKind, SiteScope, Store, StoreTask, with_store,
 };
 use qbets::submit::{RemoteRequest, RemoteStatus, Submitter};
 use serde_json::{Value, json};
@@ -166,7 +166,7 @@ async fn crash_after_submission<S: Store>(store: S) {
     // Executor "a" claims the reservation, submits its job, and dies (kill -9) before
     // recording the submission: the lease and the remote job are all that remain.
     let claimed = store
-        .claim_reservations(now, "a", now + LEASE_S, 8)
+        .claim_reservations(now, "a", now + LEASE_S, 8, &SiteScope::All)
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
@@ -436,7 +436,7 @@ async fn crash_before_submission<S: Store>(store: S) {
     // "a" claims and dies before submitting.
     assert_eq!(
         store
-            .claim_reservations(now, "a", now + LEASE_S, 8)
+            .claim_reservations(now, "a", now + LEASE_S, 8, &SiteScope::All)
             .await
             .unwrap()
             .len(),
@@ -480,7 +480,7 @@ async fn claims_take_what_is_asked<S: Store>(store: S) {
     for limit in [1, 5, 5] {
         got.push(
             store
-                .claim_reservations(now, "x", now + 60, limit)
+                .claim_reservations(now, "x", now + 60, limit, &SiteScope::All)
                 .await
                 .unwrap()
                 .len(),
