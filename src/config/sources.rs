@@ -98,6 +98,9 @@ pub enum SourceConfig {
     SlurmRest(SlurmRestSource),
     /// Runs `sacct` (locally or through ssh) by time window.
     Sacct(SacctSource),
+    /// Reads slurmdbd's accounting through slurmrestd by time window (`sacct`'s
+    /// records, for sites that let qbets call slurmrestd but not run `sacct`).
+    SlurmdbRest(SlurmdbRestSource),
     /// Follows PBS/Torque accounting logs (one file a day).
     PbsAccounting(PbsAccountingSource),
     /// Follows the SGE `accounting` file.
@@ -112,6 +115,7 @@ impl SourceConfig {
         match self {
             SourceConfig::SlurmRest(_) => "slurm_rest",
             SourceConfig::Sacct(_) => "sacct",
+            SourceConfig::SlurmdbRest(_) => "slurmdb_rest",
             SourceConfig::PbsAccounting(_) => "pbs_accounting",
             SourceConfig::SgeAccounting(_) => "sge_accounting",
             SourceConfig::Swf(_) => "swf",
@@ -123,6 +127,7 @@ impl SourceConfig {
         match self {
             SourceConfig::SlurmRest(s) => Some(s.interval_s),
             SourceConfig::Sacct(s) => Some(s.interval_s),
+            SourceConfig::SlurmdbRest(s) => Some(s.interval_s),
             SourceConfig::PbsAccounting(s) => Some(s.interval_s),
             SourceConfig::SgeAccounting(s) => Some(s.interval_s),
             SourceConfig::Swf(_) => None,
@@ -203,6 +208,58 @@ pub struct SacctSource {
     pub timeout_s: u64,
 }
 
+/// `type = "slurmdb_rest"`: slurmdbd's accounting through slurmrestd
+/// (`GET /slurmdb/{v}/jobs`), one time window per poll as `sacct`'s source reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmdbRestSource {
+    /// slurmrestd's base URL (with the `openapi/slurmdbd` plugin loaded).
+    pub url: String,
+    /// As for `slurm_rest`: `auto` (the default) or a version.
+    #[serde(default)]
+    pub api_version: ApiVersionSetting,
+    /// The Slurm user the token belongs to (`X-SLURM-USER-NAME`).
+    pub user: String,
+    /// Name of the environment variable holding the JWT (exactly one of `token_env`
+    /// and `token_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// A file holding the JWT, re-read at every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// Seconds between polls.
+    #[serde(default = "default_sacct_interval_s")]
+    pub interval_s: u64,
+    /// Longest span of time one poll asks for, seconds.
+    #[serde(default = "default_sacct_window_s")]
+    pub window_s: u64,
+    /// Seconds each poll reaches back before the previous one's end (less than
+    /// `window_s`).
+    #[serde(default = "default_sacct_overlap_s")]
+    pub overlap_s: u64,
+    /// Where the first poll starts, in seconds before the service's start.
+    #[serde(default = "default_sacct_backfill_s")]
+    pub backfill_s: u64,
+    /// Seconds one request may take.
+    #[serde(default = "default_timeout_s")]
+    pub timeout_s: u64,
+}
+
+impl SlurmdbRestSource {
+    /// The REST client's settings.
+    pub fn client(&self) -> ClientConfig {
+        ClientConfig {
+            url: self.url.clone(),
+            api_version: self.api_version,
+            user: self.user.clone(),
+            token_env: self.token_env.clone(),
+            token_file: self.token_file.clone(),
+            timeout_s: self.timeout_s,
+            connect_timeout_s: ClientConfig::default_connect_timeout_s(),
+        }
+    }
+}
+
 /// `type = "pbs_accounting"`: PBS/Torque accounting logs (`server_priv/accounting/`,
 /// one file a day named `YYYYMMDD`), followed from where the last run stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,19 +330,10 @@ pub fn validate(sites: &[SiteConfig]) -> Result<(), (String, String)> {
             return Err((at("source.interval_s"), "must be at least 1".into()));
         }
         match &site.source {
-            SourceConfig::SlurmRest(s) => {
-                s.client()
-                    .token_source()
-                    .map_err(|e| (at("source"), e.to_string()))?;
-                if !(s.url.starts_with("http://") || s.url.starts_with("https://")) {
-                    return Err((
-                        at("source.url"),
-                        format!("{:?} must start with http:// or https://", s.url),
-                    ));
-                }
-                if s.timeout_s == 0 {
-                    return Err((at("source.timeout_s"), "must be at least 1".into()));
-                }
+            SourceConfig::SlurmRest(s) => check_rest(&s.client(), &at)?,
+            SourceConfig::SlurmdbRest(s) => {
+                check_rest(&s.client(), &at)?;
+                check_windows((s.window_s, s.overlap_s, s.backfill_s), &at)?;
             }
             SourceConfig::Sacct(s) => {
                 if s.command.is_empty() || s.command[0].trim().is_empty() {
@@ -306,42 +354,66 @@ pub fn validate(sites: &[SiteConfig]) -> Result<(), (String, String)> {
                             .into(),
                     ));
                 }
-                // Spans of sacct's history: ten years is more than any accounting keeps.
-                const MAX_SPAN_S: u64 = 10 * 366 * 86_400;
-                for (name, v) in [
-                    ("window_s", s.window_s),
-                    ("overlap_s", s.overlap_s),
-                    ("backfill_s", s.backfill_s),
-                ] {
-                    if v > MAX_SPAN_S {
-                        return Err((
-                            at(&format!("source.{name}")),
-                            format!("{name} ({v}) must be at most {MAX_SPAN_S} (ten years)"),
-                        ));
-                    }
+                if s.timeout_s == 0 {
+                    return Err((at("source.timeout_s"), "must be at least 1".into()));
                 }
-                if s.window_s == 0 || s.timeout_s == 0 {
-                    return Err((
-                        at("source.window_s"),
-                        "window_s and timeout_s must be at least 1".into(),
-                    ));
-                }
-                // Each run starts overlap_s before the last one's end and asks for at
-                // most window_s: with overlap_s >= window_s the window never advances.
-                if s.overlap_s >= s.window_s {
-                    return Err((
-                        at("source.overlap_s"),
-                        format!(
-                            "overlap_s ({}) must be less than window_s ({}), or the window never advances",
-                            s.overlap_s, s.window_s
-                        ),
-                    ));
-                }
+                check_windows((s.window_s, s.overlap_s, s.backfill_s), &at)?;
             }
             SourceConfig::PbsAccounting(_)
             | SourceConfig::SgeAccounting(_)
             | SourceConfig::Swf(_) => {}
         }
+    }
+    Ok(())
+}
+
+/// The checks of a REST source's settings.
+fn check_rest(c: &ClientConfig, at: &dyn Fn(&str) -> String) -> Result<(), (String, String)> {
+    c.token_source()
+        .map_err(|e| (at("source"), e.to_string()))?;
+    if !(c.url.starts_with("http://") || c.url.starts_with("https://")) {
+        return Err((
+            at("source.url"),
+            format!("{:?} must start with http:// or https://", c.url),
+        ));
+    }
+    if c.timeout_s == 0 {
+        return Err((at("source.timeout_s"), "must be at least 1".into()));
+    }
+    Ok(())
+}
+
+/// The checks of a windowed accounting source's `(window_s, overlap_s, backfill_s)`.
+fn check_windows(
+    (window_s, overlap_s, backfill_s): (u64, u64, u64),
+    at: &dyn Fn(&str) -> String,
+) -> Result<(), (String, String)> {
+    // Spans of the accounting's history: ten years is more than any accounting keeps.
+    const MAX_SPAN_S: u64 = 10 * 366 * 86_400;
+    for (name, v) in [
+        ("window_s", window_s),
+        ("overlap_s", overlap_s),
+        ("backfill_s", backfill_s),
+    ] {
+        if v > MAX_SPAN_S {
+            return Err((
+                at(&format!("source.{name}")),
+                format!("{name} ({v}) must be at most {MAX_SPAN_S} (ten years)"),
+            ));
+        }
+    }
+    if window_s == 0 {
+        return Err((at("source.window_s"), "must be at least 1".into()));
+    }
+    // Each run starts overlap_s before the last one's end and asks for at most
+    // window_s: with overlap_s >= window_s the window never advances.
+    if overlap_s >= window_s {
+        return Err((
+            at("source.overlap_s"),
+            format!(
+                "overlap_s ({overlap_s}) must be less than window_s ({window_s}), or the window never advances"
+            ),
+        ));
     }
     Ok(())
 }

@@ -25,7 +25,7 @@ use crate::config::{IngestConfig, QueueConfig, SiteConfig, SourceConfig};
 use crate::sources::pbs::PbsFollower;
 use crate::sources::sacct::SacctRunner;
 use crate::sources::sge::SgeFollower;
-use crate::sources::slurm_poll::SlurmRestPoller;
+use crate::sources::slurm_poll::{SlurmRestPoller, SlurmdbRestPoller};
 use crate::sources::{Batch, JobRecord, QueueLimitsSeen, RecordReject, Source, SourceError};
 use crate::store::{
     Job, JobState, NewJob, NewQueue, NewReject, NewSite, Queue, Site, SiteKind, SourceProgress,
@@ -663,6 +663,15 @@ pub async fn spawn_sources<S: Store>(
         let handle = match &cfg.source {
             SourceConfig::SlurmRest(s) => {
                 let poller = SlurmRestPoller::new(&s.client(), secs(s.interval_s)).map_err(bad)?;
+                tokio::spawn(run_source(task, poller))
+            }
+            SourceConfig::SlurmdbRest(s) => {
+                let poller = SlurmdbRestPoller::new(
+                    &s.client(),
+                    secs(s.interval_s),
+                    (s.window_s as i64, s.overlap_s as i64, s.backfill_s as i64),
+                )
+                .map_err(bad)?;
                 tokio::spawn(run_source(task, poller))
             }
             SourceConfig::Sacct(s) => tokio::spawn(run_source(

@@ -49,7 +49,7 @@ pub fn arguments(from: i64, to: i64) -> Vec<String> {
 
 /// `YYYY-MM-DDTHH:MM:SS` in UTC (what sacct's `--starttime` takes; the command runs
 /// with `TZ=UTC`).
-fn iso(unix: i64) -> String {
+pub(crate) fn iso(unix: i64) -> String {
     let t =
         time::OffsetDateTime::from_unix_timestamp(unix).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     format!(

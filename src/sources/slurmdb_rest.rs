@@ -6,8 +6,9 @@
 //!
 //! The response is parsed here by a pure function, tested on answers captured from a
 //! real slurmdbd beside `sacct`'s output for the same window
-//! (`tests/fixtures/slurm/slurmdb-v0.0.45/`). The windowed poller around it (as
-//! [`super::sacct::next_window`]) is not written yet.
+//! (`tests/fixtures/slurm/slurmdb-v0.0.45/`), and live beside `sacct` on both local
+//! Slurms (`tests/it/slurmdb.rs`). The windowed poller around it is
+//! [`super::slurm_poll::SlurmdbRestPoller`] (windows as [`super::sacct::next_window`]).
 //!
 //! May import: serde, serde_json, std, and the sources' plain types. Pure: no I/O, no
 //! clock.
@@ -27,7 +28,7 @@ struct RawDbJobs<'a> {
     jobs: Option<Vec<&'a RawValue>>,
 }
 
-/// The fields of an accounting job read here (v0.0.40 to v0.0.45 shapes).
+/// The fields of an accounting job read here (v0.0.38 and v0.0.40 to v0.0.45 shapes).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct RawDbJob {
@@ -37,12 +38,36 @@ struct RawDbJob {
     time: Option<RawDbTime>,
     allocation_nodes: Option<RawNumber>,
     tres: Option<RawDbTres>,
+    user: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct RawDbState {
-    current: Vec<String>,
+    current: RawDbStates,
+}
+
+/// The state: a list of names from v0.0.40 on, one name in v0.0.38.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawDbStates {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Default for RawDbStates {
+    fn default() -> Self {
+        RawDbStates::Many(Vec::new())
+    }
+}
+
+impl RawDbStates {
+    fn first(&self) -> Option<&str> {
+        match self {
+            RawDbStates::One(s) => Some(s.as_str()),
+            RawDbStates::Many(v) => v.first().map(String::as_str),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -88,7 +113,6 @@ fn record(j: RawDbJob) -> Result<JobRecord, String> {
         j.state
             .as_ref()
             .and_then(|s| s.current.first())
-            .map(String::as_str)
             .unwrap_or(""),
     );
     let t = j.time.unwrap_or_default();
@@ -127,8 +151,7 @@ fn record(j: RawDbJob) -> Result<JobRecord, String> {
         nodes,
         walltime_s,
         state,
-        // Not read yet: the captured sacct output it is checked against has no User.
-        user: None,
+        user: j.user.filter(|u| !u.is_empty()),
     })
 }
 

@@ -25,6 +25,7 @@ mod sacct;
 mod sensors;
 mod sim;
 mod slurm;
+mod slurmdb;
 mod smaller;
 mod store_away;
 mod store_story;

@@ -582,6 +582,31 @@ impl SlurmRestClient {
         interpret_job(&format!("GET {path}"), &self.user, status, &body, job_id)
     }
 
+    /// The accounting's jobs of the window `[from, to]` (Unix seconds), as slurmdbd
+    /// keeps them (`GET /slurmdb/{v}/jobs?start_time=…&end_time=…`, the `sacct`
+    /// selection: jobs eligible or running at some instant of the window): the raw
+    /// answer, for [`crate::sources::slurmdb_rest::read_jobs`]. A window without jobs is
+    /// an empty list (Slurm 22.05 reports it as error 9003).
+    pub async fn accounting_jobs(&self, from: i64, to: i64) -> Result<Vec<u8>, SlurmRestError> {
+        let v = self.negotiate().await?;
+        let (from, to) = (accounting_time(v, from), accounting_time(v, to));
+        let path = format!("/slurmdb/{v}/jobs?start_time={from}&end_time={to}");
+        let (status, body) = self.send(reqwest::Method::GET, &path, None).await?;
+        let what = format!("GET {path}");
+        match check_response(&what, &self.user, status, &body, None) {
+            Ok(_) => Ok(body),
+            Err(SlurmRestError::Slurm { errors, .. })
+                if !errors.is_empty()
+                    && errors
+                        .iter()
+                        .all(|e| e.number == Some(SlurmErrorEntry::NOTHING_FOUND)) =>
+            {
+                Ok(br#"{"jobs":[]}"#.to_vec())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Every partition's limits (`GET /slurm/{v}/partitions`).
     pub async fn partitions(
         &self,
@@ -619,6 +644,16 @@ impl SlurmRestClient {
 struct Negotiated {
     version: ApiVersion,
     offered: Option<Offered>,
+}
+
+/// A window's end as slurmdbd's query takes it: Unix seconds from v0.0.40 on (free of
+/// time zones); v0.0.38 (Slurm 22.05) takes only a calendar time, read in the daemon's
+/// time zone — written here in UTC, as `sacct` is run (`TZ=UTC`), colons escaped.
+fn accounting_time(v: ApiVersion, unix: i64) -> String {
+    if v > ApiVersion::V0_0_38 {
+        return unix.to_string();
+    }
+    crate::sources::sacct::iso(unix).replace(':', "%3A")
 }
 
 fn parsed<T>(what: &str, r: Result<T, ParseError>) -> Result<T, SlurmRestError> {

@@ -269,6 +269,9 @@ pub struct SlurmErrorEntry {
 impl SlurmErrorEntry {
     /// `ESLURM_INVALID_JOB_ID`.
     pub const INVALID_JOB_ID: i64 = 2017;
+    /// slurmdbd's "Nothing found with query" (an accounting window with no jobs; Slurm
+    /// 22.05 answers it as an error).
+    pub const NOTHING_FOUND: i64 = 9003;
     /// `SLURM_PROTOCOL_AUTHENTICATION_ERROR`: slurmctld rejected the token.
     pub const AUTHENTICATION: i64 = 1007;
 }
