@@ -620,6 +620,7 @@ mod tests {
             [
                 "slurm_rest",
                 "sacct",
+                "slurmdb_rest",
                 "pbs_accounting",
                 "sge_accounting",
                 "swf"
