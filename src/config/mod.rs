@@ -44,9 +44,52 @@ pub struct Config {
     pub ingest: IngestConfig,
     /// Managed reservations' executor.
     pub reservations: ReservationsConfig,
+    /// What `/metrics` tells of each queue.
+    pub metrics: MetricsConfig,
     /// Live sites fed by their schedulers (`[[sites]]`, each with a `[sites.source]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<SiteConfig>,
+}
+
+/// What `/metrics` tells of each queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// The job shapes whose bound every queue exports (`qbets_queue_bound_seconds`), at
+    /// most [`MetricsConfig::MAX_SHAPES`] (each is a series per queue).
+    pub shapes: Vec<MetricsShape>,
+}
+
+/// One job shape of [`MetricsConfig::shapes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsShape {
+    pub nodes: u64,
+    pub walltime_s: u64,
+}
+
+impl MetricsConfig {
+    /// Most shapes exported: the label set stays bounded (shapes × queues).
+    pub const MAX_SHAPES: usize = 8;
+}
+
+impl Default for MetricsConfig {
+    /// One node for an hour (the single short job most users ask about) and eight nodes
+    /// for an hour (a small parallel job): a site sets the shapes its users submit.
+    fn default() -> Self {
+        Self {
+            shapes: vec![
+                MetricsShape {
+                    nodes: 1,
+                    walltime_s: 3_600,
+                },
+                MetricsShape {
+                    nodes: 8,
+                    walltime_s: 3_600,
+                },
+            ],
+        }
+    }
 }
 
 /// Settings of the managed reservations' executor.
@@ -210,6 +253,7 @@ impl Default for Config {
             import: ImportConfig::default(),
             ingest: IngestConfig::default(),
             reservations: ReservationsConfig::default(),
+            metrics: MetricsConfig::default(),
             sites: Vec::new(),
         }
     }
@@ -412,6 +456,27 @@ impl Config {
             field: "database_url",
             reason: e.to_string(),
         })?;
+        if self.metrics.shapes.len() > MetricsConfig::MAX_SHAPES {
+            return Err(ConfigError::Invalid {
+                field: "metrics.shapes",
+                reason: format!(
+                    "{} shapes; at most {} (each is a series per queue)",
+                    self.metrics.shapes.len(),
+                    MetricsConfig::MAX_SHAPES
+                ),
+            });
+        }
+        if self
+            .metrics
+            .shapes
+            .iter()
+            .any(|s| s.nodes == 0 || s.walltime_s == 0)
+        {
+            return Err(ConfigError::Invalid {
+                field: "metrics.shapes",
+                reason: "every shape needs nodes and walltime_s of at least 1".into(),
+            });
+        }
         if self.http.max_body_bytes == 0 {
             return Err(ConfigError::Invalid {
                 field: "http.max_body_bytes",

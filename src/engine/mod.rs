@@ -17,6 +17,7 @@
 
 pub mod avail;
 pub mod binomial;
+pub mod calib;
 pub mod cluster;
 pub mod depth;
 pub mod events;

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::avail::Availability;
 use super::binomial::{min_history, upper_rank, valid_level};
+use super::calib::Calibration;
 use super::cluster::{self, Interval};
 use super::depth::{self, Depth, Evidence};
 use super::events::{Event, EventKind, JobRecord, event_stream};
@@ -259,6 +260,8 @@ struct Pending {
     /// Its whole bound at submission at the promise level, until the outcome is known
     /// (`misses`).
     promised: Option<u64>,
+    /// The same bound, kept to the job's start (for [`Calibration`]).
+    promise: Option<u64>,
     /// Known to exceed its cluster's bound (held in the slot's censored set).
     exceeded: bool,
 }
@@ -306,6 +309,8 @@ pub struct QueuePredictor {
     /// Recent outcomes of promises (`misses`), and the open promises by deadline.
     guard: Guard,
     deadlines: BTreeSet<(i64, PendingKey)>,
+    /// How the promises came out (for people and `/metrics`).
+    calibration: Calibration,
 }
 
 /// The whole attribute axis, before the first clustering.
@@ -367,6 +372,7 @@ impl QueuePredictor {
             depth: Depth::new(min_cluster, config.window_cap),
             guard: Guard::new(config.trim_quantile, min_cluster),
             deadlines: BTreeSet::new(),
+            calibration: Calibration::default(),
             config,
         })
     }
@@ -442,6 +448,7 @@ impl QueuePredictor {
                 slot,
                 given,
                 promised,
+                promise: promised,
                 exceeded: false,
             },
         );
@@ -509,6 +516,11 @@ impl QueuePredictor {
             // Still open at its start: a miss would have been known at its deadline.
             let kept = u64::try_from(start - submit).is_ok_and(|w| w <= b);
             self.guard.record(depth::class_of(p.view.own_ahead), !kept);
+        }
+        if let Some(b) = pending.and_then(|p| p.promise)
+            && let Ok(w) = u64::try_from(start - submit)
+        {
+            self.calibration.record(w, b);
         }
         let view = pending.map_or_else(QueueView::default, |p| p.view);
         if self.config.features.avail {
@@ -1195,6 +1207,11 @@ impl QueuePredictor {
 
     fn avail_last_release(&self) -> Option<i64> {
         self.avail.last_release()
+    }
+
+    /// How the queue's promises came out (promises are recorded with `misses`).
+    pub fn calibration(&self) -> &Calibration {
+        &self.calibration
     }
 
     /// How many times the queue has been re-clustered.

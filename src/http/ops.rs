@@ -77,15 +77,25 @@ pub async fn get_ready<S: Store>(
 /// Prometheus metrics (text exposition format).
 #[utoipa::path(
     get, path = "/metrics", tag = "operations", operation_id = "get_metrics",
-    responses((status = 200, description = "Metrics in Prometheus text format", body = String, content_type = "text/plain"))
+    responses(
+        (status = 200, description = "Metrics in Prometheus text format: HTTP requests; per site and queue the bound for the configured shapes, pending jobs, up or maybe down and calibration; per source its health and ingest lag (left out, with qbets_store_up 0, while the store is away)", body = String, content_type = "text/plain"),
+    )
 )]
 pub async fn get_metrics<S: Store>(State(state): State<AppState<S>>) -> impl IntoResponse {
+    let text = crate::service::metrics::scrape(
+        &state.metrics,
+        &state.predictors,
+        &state.store,
+        &state.config.metrics.shapes,
+        state.clock.now(),
+    )
+    .await;
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(),
+        text,
     )
 }
 

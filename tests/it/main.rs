@@ -16,6 +16,7 @@ mod import_trace;
 mod ingest;
 mod job_life;
 mod limits;
+mod metrics;
 mod openapi;
 mod predictors;
 mod rejects;
