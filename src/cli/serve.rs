@@ -63,6 +63,17 @@ pub struct ServeArgs {
     #[arg(long, value_name = "X", default_value_t = 300.0, requires = "demo",
           value_parser = speedup)]
     pub demo_speedup: f64,
+    /// With --demo: the simulated machine's scheduler — fcfs, easy (the default),
+    /// conservative (its queues then in arrival order) or los[:C[:variant]] — to see how
+    /// the policy changes the bounds.
+    #[arg(long, value_name = "POLICY", default_value = "easy", requires = "demo",
+          value_parser = demo_policy_arg)]
+    pub demo_policy: crate::sim::Policy,
+}
+
+/// `--demo-policy`: a space-shared policy for rigid jobs.
+fn demo_policy_arg(s: &str) -> Result<crate::sim::Policy, String> {
+    crate::service::demo::demo_policy(crate::sim::Policy::parse(s)?)
 }
 
 /// The demo's own database when none is given.
@@ -161,6 +172,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logging(&config)?;
     let demo = args.demo.then(|| DemoOptions {
         speedup: args.demo_speedup,
+        policy: args.demo_policy,
         ..DemoOptions::default()
     });
     // Only a URL given on the command line takes the demo: one from the environment or a

@@ -50,6 +50,11 @@ pub struct DemoOptions {
     pub preroll_step_s: i64,
     /// Real time between two steps once live.
     pub tick: Duration,
+    /// The machine's scheduling policy (a space-shared one for rigid jobs: FCFS, EASY,
+    /// conservative backfilling or LOS). Under conservative backfilling the queues are
+    /// served in arrival order (its reservations are made on arrival, so it cannot
+    /// honour their ranks); under the others express, then normal, then low.
+    pub policy: Policy,
 }
 
 impl Default for DemoOptions {
@@ -63,7 +68,31 @@ impl Default for DemoOptions {
             preroll_s: 14 * 86_400,
             preroll_step_s: 3_600,
             tick: Duration::from_secs(1),
+            policy: Policy::Easy,
         }
+    }
+}
+
+/// The policy as the site's description says it.
+fn policy_name(p: Policy) -> String {
+    match p {
+        Policy::Fcfs => "FCFS".into(),
+        Policy::Easy => "EASY backfilling".into(),
+        Policy::Conservative => "conservative backfilling (queues in arrival order)".into(),
+        Policy::Los { .. } => format!("LOS ({p})"),
+        other => other.to_string(),
+    }
+}
+
+/// Whether the demo's machine can run under `p`: the space-shared policies for rigid
+/// jobs (the demo's workload is rigid; the moldable ones need Lublin's model).
+pub fn demo_policy(p: Policy) -> Result<Policy, String> {
+    match p {
+        Policy::Fcfs | Policy::Easy | Policy::Conservative | Policy::Los { .. } => Ok(p),
+        other => Err(format!(
+            "{other} schedules moldable jobs; the demo's jobs are rigid: use fcfs, easy, \
+             conservative or los[:C[:variant]]"
+        )),
     }
 }
 
@@ -122,9 +151,10 @@ impl Demo {
                 kind: SiteKind::Live,
                 description: format!(
                     "Simulated demo machine: {} processors, Cirne-model workload at {}x \
-                     its arrival rate, EASY backfilling, {}x accelerated time",
+                     its arrival rate, {}, {}x accelerated time",
                     opts.processors,
                     (100.0 / opts.load_scale).round() / 100.0,
+                    policy_name(opts.policy),
                     opts.speedup
                 ),
                 time_zone: Some("UTC".into()),
@@ -164,8 +194,12 @@ impl Demo {
         let next = model.next_rigid().job;
         let cfg = SimConfig {
             processors: opts.processors,
-            policy: Policy::Easy,
-            priority: QueueSpec::priorities(&specs),
+            policy: opts.policy,
+            priority: if opts.policy == Policy::Conservative {
+                Default::default()
+            } else {
+                QueueSpec::priorities(&specs)
+            },
         };
         let sim_clock = FixedClock::at(origin);
         predictors.set_site_clock(&site, Arc::new(sim_clock.clone()));

@@ -213,3 +213,69 @@ async fn a_demo_reservation_runs_on_the_demo_machine_by_its_clock() {
     let db = TestDb::fresh().await;
     with_store(db.url(), Reserve).await.unwrap();
 }
+
+/// The demo under another scheduling policy: the same workload gives other waits, so
+/// other bounds (FCFS lets nothing pass the head job; EASY backfills around it); a
+/// policy for moldable jobs is refused by name.
+struct UnderPolicy(qbets::sim::Policy);
+
+impl StoreTask for UnderPolicy {
+    type Output = Vec<Option<u64>>;
+    async fn run<S: Store>(self, store: S) -> Vec<Option<u64>> {
+        let real = FixedClock::at(TEST_NOW);
+        let predictors = Predictors::new().with_clock(Arc::new(real.clone()));
+        let opts = DemoOptions {
+            preroll_s: 4 * 86_400,
+            policy: self.0,
+            ..DemoOptions::default()
+        };
+        let mut demo = Demo::new(&store, &predictors, opts, Arc::new(real.clone()))
+            .await
+            .unwrap();
+        demo.preroll(&store, &predictors, |_| {}).await.unwrap();
+        let site = store.site("demo").await.unwrap().unwrap();
+        assert!(
+            site.description.contains(&match self.0 {
+                qbets::sim::Policy::Fcfs => "FCFS".to_string(),
+                _ => "EASY".to_string(),
+            }),
+            "{}",
+            site.description
+        );
+        let shape = JobShape {
+            nodes: 32,
+            walltime_s: 7_200,
+        };
+        ["express", "normal", "low"]
+            .iter()
+            .map(|q| {
+                predictors
+                    .bound("demo", q, shape, 0.95, 0.95)
+                    .unwrap()
+                    .0
+                    .bound_s
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn the_demo_runs_under_the_policy_asked_for() {
+    use qbets::service::demo::demo_policy;
+    use qbets::sim::Policy;
+    let easy = with_store(TestDb::sqlite().url(), UnderPolicy(Policy::Easy))
+        .await
+        .unwrap();
+    let fcfs = with_store(TestDb::sqlite().url(), UnderPolicy(Policy::Fcfs))
+        .await
+        .unwrap();
+    assert!(
+        easy.iter().chain(&fcfs).all(Option::is_some),
+        "{easy:?} {fcfs:?}"
+    );
+    assert_ne!(easy, fcfs, "the policy changes the bounds");
+    assert!(demo_policy(Policy::parse("los:20").unwrap()).is_ok());
+    assert!(demo_policy(Policy::Conservative).is_ok());
+    let refused = demo_policy(Policy::parse("cirne-berman").unwrap()).unwrap_err();
+    assert!(refused.contains("rigid"), "{refused}");
+}
