@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{IngestConfig, QueueConfig, SiteConfig, SourceConfig};
 use crate::sources::pbs::PbsFollower;
-use crate::sources::sacct::SacctRunner;
+use crate::sources::sacct::{SacctRunner, Windows};
 use crate::sources::sge::SgeFollower;
 use crate::sources::slurm_poll::{SlurmRestPoller, SlurmdbRestPoller};
 use crate::sources::{Batch, JobRecord, QueueLimitsSeen, RecordReject, Source, SourceError};
@@ -669,7 +669,11 @@ pub async fn spawn_sources<S: Store>(
                 let poller = SlurmdbRestPoller::new(
                     &s.client(),
                     secs(s.interval_s),
-                    (s.window_s as i64, s.overlap_s as i64, s.backfill_s as i64),
+                    Windows {
+                        window_s: s.window_s as i64,
+                        overlap_s: s.overlap_s as i64,
+                        backfill_s: s.backfill_s as i64,
+                    },
                 )
                 .map_err(bad)?;
                 tokio::spawn(run_source(task, poller))
@@ -679,9 +683,11 @@ pub async fn spawn_sources<S: Store>(
                 SacctRunner {
                     command: s.command.clone(),
                     interval: secs(s.interval_s),
-                    window_s: s.window_s as i64,
-                    overlap_s: s.overlap_s as i64,
-                    backfill_s: s.backfill_s as i64,
+                    windows: Windows {
+                        window_s: s.window_s as i64,
+                        overlap_s: s.overlap_s as i64,
+                        backfill_s: s.backfill_s as i64,
+                    },
                     timeout: secs(s.timeout_s),
                 },
             )),

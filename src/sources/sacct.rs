@@ -203,6 +203,32 @@ pub fn next_window(
     (from, from.saturating_add(window).min(now).max(from))
 }
 
+/// The windows of an accounting source (`sacct`, `slurmdb_rest`): each poll reads
+/// `[from, to]` from the durable cursor as [`next_window`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Windows {
+    /// Longest window one poll asks for, seconds.
+    pub window_s: i64,
+    /// Seconds each poll reaches back, for late records.
+    pub overlap_s: i64,
+    /// Where the first poll starts, seconds before now.
+    pub backfill_s: i64,
+}
+
+impl Windows {
+    /// The window to read after `cursor` (as stored: the last window's end) at `now`.
+    pub fn next(&self, cursor: Option<String>, now: i64) -> (i64, i64) {
+        let cursor = cursor.and_then(|c| c.parse::<i64>().ok());
+        next_window(cursor, now, self.window_s, self.overlap_s, self.backfill_s)
+    }
+
+    /// Marks `batch` as the window ending at `to`: its cursor, and whether more is due.
+    pub fn close(batch: &mut Batch, to: i64, now: i64) {
+        batch.cursor = Some(to.to_string());
+        batch.more = to < now;
+    }
+}
+
 /// A `sacct` source.
 #[derive(Debug, Clone)]
 pub struct SacctRunner {
@@ -210,12 +236,8 @@ pub struct SacctRunner {
     pub command: Vec<String>,
     /// Time between runs.
     pub interval: Duration,
-    /// Longest window one run asks for, seconds.
-    pub window_s: i64,
-    /// Seconds each run reaches back, for late records.
-    pub overlap_s: i64,
-    /// Where the first run starts, seconds before now.
-    pub backfill_s: i64,
+    /// The windows the runs ask for.
+    pub windows: Windows,
     /// Longest a run may take.
     pub timeout: Duration,
 }
@@ -234,8 +256,7 @@ impl Source for SacctRunner {
     }
 
     async fn poll(&mut self, cursor: Option<String>, now: i64) -> Result<Batch, SourceError> {
-        let cursor = cursor.and_then(|c| c.parse::<i64>().ok());
-        let (from, to) = next_window(cursor, now, self.window_s, self.overlap_s, self.backfill_s);
+        let (from, to) = self.windows.next(cursor, now);
         let (program, first) = self
             .command
             .split_first()
@@ -258,8 +279,7 @@ impl Source for SacctRunner {
             )));
         }
         let mut batch = read_output(&String::from_utf8_lossy(&out.stdout), now);
-        batch.cursor = Some(to.to_string());
-        batch.more = to < now;
+        Windows::close(&mut batch, to, now);
         Ok(batch)
     }
 }

@@ -219,12 +219,8 @@ pub struct SlurmdbRestPoller {
     client: SlurmRestClient,
     interval: Duration,
     timeout: Duration,
-    /// Longest window one poll asks for, seconds.
-    pub window_s: i64,
-    /// Seconds each poll reaches back, for late records.
-    pub overlap_s: i64,
-    /// Where the first poll starts, seconds before now.
-    pub backfill_s: i64,
+    /// The windows the polls ask for.
+    pub windows: super::sacct::Windows,
 }
 
 impl SlurmdbRestPoller {
@@ -232,15 +228,13 @@ impl SlurmdbRestPoller {
     pub fn new(
         config: &ClientConfig,
         interval: Duration,
-        (window_s, overlap_s, backfill_s): (i64, i64, i64),
+        windows: super::sacct::Windows,
     ) -> Result<Self, SourceError> {
         Ok(Self {
             client: SlurmRestClient::new(config).map_err(SourceError::new)?,
             interval,
             timeout: Duration::from_secs(config.timeout_s.saturating_add(5)),
-            window_s,
-            overlap_s,
-            backfill_s,
+            windows,
         })
     }
 }
@@ -259,9 +253,7 @@ impl Source for SlurmdbRestPoller {
     }
 
     async fn poll(&mut self, cursor: Option<String>, now: i64) -> Result<Batch, SourceError> {
-        let cursor = cursor.and_then(|c| c.parse::<i64>().ok());
-        let (from, to) =
-            super::sacct::next_window(cursor, now, self.window_s, self.overlap_s, self.backfill_s);
+        let (from, to) = self.windows.next(cursor, now);
         let body = self
             .client
             .accounting_jobs(from, to)
@@ -269,8 +261,7 @@ impl Source for SlurmdbRestPoller {
             .map_err(SourceError::new)?;
         let mut batch = super::slurmdb_rest::read_jobs(&body, now)
             .map_err(|e| SourceError(format!("slurmdb jobs: {}: {}", e.reason, e.snippet)))?;
-        batch.cursor = Some(to.to_string());
-        batch.more = to < now;
+        super::sacct::Windows::close(&mut batch, to, now);
         batch.detail = self.client.version_note();
         Ok(batch)
     }

@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use qbets::sources::sacct::SacctRunner;
-use qbets::sources::slurm_rest::{JobSubmission, SlurmRestClient};
+use qbets::sources::sacct::{SacctRunner, Windows};
+use qbets::sources::slurm_rest::SlurmRestClient;
 use qbets::sources::{Batch, Source, SourceError};
 use qbets::store::{JobState, Site, Store, StoreTask, with_store};
 
@@ -76,9 +76,11 @@ fn runner(window_s: i64, overlap_s: i64) -> SacctRunner {
     SacctRunner {
         command: vec!["sacct".into()],
         interval: Duration::from_millis(1000),
-        window_s,
-        overlap_s,
-        backfill_s: BACKFILL_S,
+        windows: Windows {
+            window_s,
+            overlap_s,
+            backfill_s: BACKFILL_S,
+        },
         timeout: Duration::from_secs(30),
     }
 }
@@ -273,11 +275,7 @@ async fn sacct_story<S: Store>(store: &S, jobs: &Jobs) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sacct_reads_the_real_accounting_window_by_window() {
     let _node = crate::support::share_slurm_node().await;
-    let shared = SlurmRestClient::new(&client_config(&required("SLURMRESTD_URL"))).unwrap();
-    shared
-        .ping()
-        .await
-        .unwrap_or_else(|e| panic!("slurmrestd: {e}"));
+    let shared = super::sensors::pinged_client().await;
     let version = std::process::Command::new("sacct")
         .arg("--version")
         .output()
@@ -288,21 +286,7 @@ async fn sacct_reads_the_real_accounting_window_by_window() {
     let tag = run_tag();
     let ids = submit_jobs(&shared, &tag, 24, 2).await;
     // One more behind them, needing the whole node: it waits, and is cancelled so.
-    let cancelled = shared
-        .submit(&JobSubmission {
-            name: format!("{tag}-cancelled"),
-            partition: Some("long".into()),
-            nodes: 1,
-            time_limit_s: 600,
-            script: "#!/bin/sh\nsleep 1\n".into(),
-            working_dir: "/tmp".into(),
-            environment: vec![("QBETS_IT_RUN".into(), tag.clone())],
-            cpus_per_task: Some(16),
-        })
-        .await
-        .expect("submit")
-        .job_id;
-    shared.cancel(cancelled).await.expect("cancel");
+    let cancelled = super::sensors::submit_cancelled_while_pending(&shared, &tag).await;
     let jobs = Jobs {
         ids,
         cancelled,

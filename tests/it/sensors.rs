@@ -419,6 +419,37 @@ pub(super) fn run_tag() -> String {
 
 /// Submits `n` 4-CPU jobs (at most four run at once on the 16-CPU node) over both
 /// partitions through the shared slurmrestd; returns their ids.
+/// A client of the local slurmrestd that has answered a ping.
+pub(super) async fn pinged_client() -> SlurmRestClient {
+    let client = SlurmRestClient::new(&client_config(&required("SLURMRESTD_URL"))).unwrap();
+    client
+        .ping()
+        .await
+        .unwrap_or_else(|e| panic!("slurmrestd: {e}"));
+    client
+}
+
+/// One job needing the whole node behind the run's others, so that it waits, and
+/// cancelled so: a job the accounting holds without a start.
+pub(super) async fn submit_cancelled_while_pending(client: &SlurmRestClient, tag: &str) -> u64 {
+    let id = client
+        .submit(&JobSubmission {
+            name: format!("{tag}-cancelled"),
+            partition: Some("long".into()),
+            nodes: 1,
+            time_limit_s: 600,
+            script: "#!/bin/sh\nsleep 1\n".into(),
+            working_dir: "/tmp".into(),
+            environment: vec![("QBETS_IT_RUN".into(), tag.to_string())],
+            cpus_per_task: Some(16),
+        })
+        .await
+        .expect("submit")
+        .job_id;
+    client.cancel(id).await.expect("cancel");
+    id
+}
+
 pub(super) async fn submit_jobs(
     client: &SlurmRestClient,
     tag: &str,

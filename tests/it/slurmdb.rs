@@ -11,9 +11,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use qbets::sources::sacct::SacctRunner;
+use qbets::sources::sacct::{SacctRunner, Windows};
 use qbets::sources::slurm_poll::SlurmdbRestPoller;
-use qbets::sources::slurm_rest::{JobSubmission, SlurmRestClient};
+use qbets::sources::slurm_rest::SlurmRestClient;
 use qbets::sources::{JobRecord, Source};
 use qbets::store::{JobState, Store, StoreTask, with_store};
 
@@ -49,13 +49,21 @@ fn mine(records: Vec<JobRecord>, ids: &BTreeSet<u64>) -> Vec<JobRecord> {
     v
 }
 
+/// One window reaching back past the run's first submission; the real defaults'
+/// day-long window and ten-minute overlap.
+fn windows(backfill_s: i64) -> Windows {
+    Windows {
+        window_s: 86_400,
+        overlap_s: 600,
+        backfill_s,
+    }
+}
+
 fn poller(backfill_s: i64) -> SlurmdbRestPoller {
     SlurmdbRestPoller::new(
         &client_config(&required("SLURMRESTD_URL")),
         Duration::from_millis(500),
-        // One window reaching back past the run's first submission; the real
-        // defaults' day-long window and ten-minute overlap.
-        (86_400, 600, backfill_s),
+        windows(backfill_s),
     )
     .unwrap()
 }
@@ -118,30 +126,12 @@ impl StoreTask for Stored {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slurmdb_rest_reads_the_accounting_as_sacct_does() {
     let _node = crate::support::share_slurm_node().await;
-    let shared = SlurmRestClient::new(&client_config(&required("SLURMRESTD_URL"))).unwrap();
-    shared
-        .ping()
-        .await
-        .unwrap_or_else(|e| panic!("slurmrestd: {e}"));
+    let shared = super::sensors::pinged_client().await;
     let submitted_at = now();
     let tag = run_tag();
     let mut ids = super::sensors::submit_jobs(&shared, &tag, 6, 1).await;
     // One more needing the whole node: it waits, and is cancelled so.
-    let cancelled = shared
-        .submit(&JobSubmission {
-            name: format!("{tag}-cancelled"),
-            partition: Some("long".into()),
-            nodes: 1,
-            time_limit_s: 600,
-            script: "#!/bin/sh\nsleep 1\n".into(),
-            working_dir: "/tmp".into(),
-            environment: vec![("QBETS_IT_RUN".into(), tag.clone())],
-            cpus_per_task: Some(16),
-        })
-        .await
-        .expect("submit")
-        .job_id;
-    shared.cancel(cancelled).await.expect("cancel");
+    let cancelled = super::sensors::submit_cancelled_while_pending(&shared, &tag).await;
     ids.insert(cancelled);
     let backfill_s = now() - submitted_at + 120;
 
@@ -149,9 +139,7 @@ async fn slurmdb_rest_reads_the_accounting_as_sacct_does() {
     let mut sacct = SacctRunner {
         command: vec!["sacct".into()],
         interval: Duration::from_secs(1),
-        window_s: 86_400,
-        overlap_s: 600,
-        backfill_s,
+        windows: windows(backfill_s),
         timeout: Duration::from_secs(30),
     };
     let mut rest = poller(backfill_s);
