@@ -146,6 +146,38 @@ pub struct SlurmRestPoller {
 /// Seconds between reads of the partitions' limits (they change rarely).
 pub const LIMITS_EVERY_S: i64 = 600;
 
+/// The partitions' limits, when [`LIMITS_EVERY_S`] has passed since `read_at` (then
+/// set to `now`); none otherwise. The limits are a help, not the job list: a failure to
+/// read them (e.g. a slurmrestd serving only the accounting plugin) is logged and tried
+/// again next poll, and the poll goes on.
+async fn read_limits(
+    client: &SlurmRestClient,
+    now: i64,
+    read_at: &mut Option<i64>,
+) -> Vec<super::QueueLimitsSeen> {
+    if read_at.is_some_and(|t| now.saturating_sub(t) < LIMITS_EVERY_S) {
+        return Vec::new();
+    }
+    match client.partitions().await {
+        Ok(parts) => {
+            *read_at = Some(now);
+            parts
+                .into_iter()
+                .map(|p| super::QueueLimitsSeen {
+                    queue: p.name,
+                    max_nodes: p.max_nodes,
+                    max_walltime_s: p.max_time_s,
+                    total_nodes: p.total_nodes,
+                })
+                .collect()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read slurmrestd's partitions");
+            Vec::new()
+        }
+    }
+}
+
 impl SlurmRestPoller {
     /// A poller with the client these settings describe.
     pub fn new(config: &ClientConfig, interval: Duration) -> Result<Self, SourceError> {
@@ -177,28 +209,7 @@ impl Source for SlurmRestPoller {
         let list = self.client.list_jobs().await.map_err(SourceError::new)?;
         let mut batch = read_list(&list, now, &mut self.seen_rejects);
         batch.cursor = Some(now.to_string());
-        if self
-            .limits_read_at
-            .is_none_or(|t| now.saturating_sub(t) >= LIMITS_EVERY_S)
-        {
-            // The limits are a help, not the job list: a failure to read them is
-            // logged and tried again next poll, and the poll goes on.
-            match self.client.partitions().await {
-                Ok(parts) => {
-                    self.limits_read_at = Some(now);
-                    batch.limits = parts
-                        .into_iter()
-                        .map(|p| super::QueueLimitsSeen {
-                            queue: p.name,
-                            max_nodes: p.max_nodes,
-                            max_walltime_s: p.max_time_s,
-                            total_nodes: p.total_nodes,
-                        })
-                        .collect();
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot read slurmrestd's partitions"),
-            }
-        }
+        batch.limits = read_limits(&self.client, now, &mut self.limits_read_at).await;
         batch.detail = self
             .client
             .version_note()
@@ -221,6 +232,8 @@ pub struct SlurmdbRestPoller {
     timeout: Duration,
     /// The windows the polls ask for.
     pub windows: super::sacct::Windows,
+    /// When the partitions' limits were last read (Unix seconds).
+    limits_read_at: Option<i64>,
 }
 
 impl SlurmdbRestPoller {
@@ -235,6 +248,7 @@ impl SlurmdbRestPoller {
             interval,
             timeout: Duration::from_secs(config.timeout_s.saturating_add(5)),
             windows,
+            limits_read_at: None,
         })
     }
 }
@@ -262,6 +276,9 @@ impl Source for SlurmdbRestPoller {
         let mut batch = super::slurmdb_rest::read_jobs(&body, now)
             .map_err(|e| SourceError(format!("slurmdb jobs: {}: {}", e.reason, e.snippet)))?;
         super::sacct::Windows::close(&mut batch, to, now);
+        // The same slurmrestd knows the partitions' limits when it serves slurmctld's
+        // plugin too.
+        batch.limits = read_limits(&self.client, now, &mut self.limits_read_at).await;
         batch.detail = self.client.version_note();
         Ok(batch)
     }

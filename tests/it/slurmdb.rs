@@ -4,7 +4,7 @@
 //! of short jobs over both partitions and one cancelled while pending, read over REST
 //! and by the real `sacct` command for the same window — the records are equal job for
 //! job, users included — and the source, run by the service's poller into a store,
-//! stores every job once with what slurmrestd reports.
+//! stores every job once with what slurmrestd reports, and the partitions' limits.
 //!
 //! Waits are polls with deadlines.
 
@@ -111,6 +111,17 @@ impl StoreTask for Stored {
             None,
             "cancelled while pending: never started"
         );
+        // The partitions' limits come from the same slurmrestd.
+        for p in shared.partitions().await.unwrap() {
+            let q = store.queue(site.id, &p.name).await.unwrap();
+            let q = q.unwrap_or_else(|| panic!("partition {} learnt as a queue", p.name));
+            assert_eq!(
+                (q.max_nodes, q.max_walltime_s, q.total_nodes),
+                (p.max_nodes, p.max_time_s, p.total_nodes),
+                "{}",
+                p.name
+            );
+        }
         let health = state_of(&store, &site, "slurmdb_rest").await.unwrap();
         assert_eq!(health.consecutive_failures, 0, "{health:?}");
         assert!(
