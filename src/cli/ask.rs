@@ -274,6 +274,10 @@ async fn ask_rank(args: RankArgs) -> Result<u8, Failure> {
     let client = args.server.client()?;
     let mut query = args.shape.query();
     query.extend(levels(args.quantile, args.confidence));
+    if let Some(site) = &args.site {
+        // The server lists only that site's queues: no need to fetch every site's.
+        query.push(("site", site.clone()));
+    }
     let mut r: BoundsResponse = client.get("/v1/bounds", &query).await?;
     // A queue whose limits the job exceeds is no place to run it: not ranked.
     r.bounds.retain(|b| b.status != AnswerStatus::ExceedsLimits);

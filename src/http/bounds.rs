@@ -413,15 +413,60 @@ pub struct DeadlineQuery {
     pub own_ahead: Option<String>,
 }
 
+/// Most bounds one `GET /v1/bounds` lists when `limit` is given: a page of the best
+/// queues, not the whole fleet (the listing without `limit` has no cap).
+pub const MAX_LIMIT: usize = 10_000;
+
 /// Parameters of `GET /v1/bounds`.
-pub type BoundsQuery = BoundQuery;
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct BoundsQuery {
+    /// Requested nodes (or processors), at least 1.
+    #[param(value_type = i64, minimum = 1, maximum = 100000000)]
+    pub nodes: Option<String>,
+    /// Requested walltime: seconds or `[D-]HH:MM:SS`.
+    #[param(value_type = String, example = "01:30:00", pattern = r"^([1-9][0-9]{0,6}|(0?[1-9]|[1-9][0-9]):[0-5][0-9]:[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:00:(0[1-9]|[1-5][0-9])|(0?[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9])|([1-9]|[1-9][0-9]|[12][0-9]{2}|3[0-5][0-9]|36[0-5])-([01]?[0-9]|2[0-3])(:[0-5][0-9]){0,2})$")]
+    pub walltime: Option<String>,
+    /// The quantile bounded, strictly between 0 and 1 (default 0.95).
+    #[param(value_type = Option<f64>, exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    pub quantile: Option<String>,
+    /// The confidence of the bound, strictly between 0 and 1 (default 0.95).
+    #[param(value_type = Option<f64>, exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    pub confidence: Option<String>,
+    /// Not accepted here: one's own jobs ahead are one queue's (ask that queue's
+    /// `…/bound`).
+    #[param(value_type = Option<i64>, minimum = 0, maximum = 1000000)]
+    pub own_ahead: Option<String>,
+    /// Only this site's queues (its exact name; none listed when no site has it).
+    #[param(value_type = Option<String>)]
+    pub site: Option<String>,
+    /// Only queues of this name, at any site (or at `site`).
+    #[param(value_type = Option<String>)]
+    pub queue: Option<String>,
+    /// List only the best this many (1 to 10000; default: all). `truncated` says whether
+    /// more were left off.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 10000)]
+    pub limit: Option<String>,
+}
+
+fn limit(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+        _ => Err(format!("must be a whole number from 1 to {MAX_LIMIT}")),
+    }
+}
 
 /// Every queue's bound for one job, best first.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct BoundsResponse {
     /// Queues with a bound, smallest first; then the others, by site and queue —
     /// among them the queues whose known limits the job exceeds (`exceeds_limits`).
+    /// Only those `site` and `queue` name, and the first `limit` of them.
     pub bounds: Vec<BoundView>,
+    /// More queues matched than `limit` listed (false without `limit`).
+    #[serde(default)]
+    pub truncated: bool,
 }
 
 /// One query of `POST /v1/bounds`. Values are checked query by query: a bad one gives
@@ -739,6 +784,7 @@ pub async fn list_bounds<S: Store>(
     fields.opt("own_ahead", q.own_ahead.as_deref(), |_| {
         Err::<u64, _>("applies to one queue: ask /v1/sites/{site}/queues/{queue}/bound".to_string())
     });
+    let limit = fields.opt("limit", q.limit.as_deref(), limit);
     fields.finish()?;
     let shape = shape.expect("checked");
     let (quantile, confidence) = (
@@ -749,6 +795,9 @@ pub async fn list_bounds<S: Store>(
     let mut bounds: Vec<BoundView> = p
         .queues()
         .into_iter()
+        .filter(|(s, qn)| {
+            q.site.as_deref().is_none_or(|w| w == s) && q.queue.as_deref().is_none_or(|w| w == qn)
+        })
         .filter_map(|(s, q)| {
             let (a, _) = p.bound(&s, &q, shape, quantile, confidence)?;
             let over = p.limits(&s, &q).and_then(|l| l.exceeded(shape));
@@ -756,7 +805,11 @@ pub async fn list_bounds<S: Store>(
         })
         .collect();
     best_first(&mut bounds);
-    Ok(axum::Json(BoundsResponse { bounds }))
+    let truncated = limit.is_some_and(|l| bounds.len() > l);
+    if let Some(l) = limit {
+        bounds.truncate(l);
+    }
+    Ok(axum::Json(BoundsResponse { bounds, truncated }))
 }
 
 /// Many bound queries in one call; each gets its answer or its own problem.

@@ -11,7 +11,9 @@
 //! not known.
 //!
 //! - [`Predictors::bound`]: upper level-`c` bound on the `q` quantile of the wait of a
-//!   job of a shape (what `/bound` answers);
+//!   job of a shape (what `/v1/bounds` answers), cached per queue by the predictor's
+//!   version, the instant and the question: asked again before the predictor changes
+//!   or time moves on, it is not computed again;
 //! - [`Predictors::probability`]: the probability of starting within a deadline;
 //! - [`Predictors::clusters`], [`Predictors::state`]: the queue's service classes and
 //!   its up/maybe-down state;
@@ -50,7 +52,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use futures_util::TryStreamExt;
@@ -192,7 +194,30 @@ struct QueueEntry {
     stale: AtomicI64,
     rewinds: AtomicU64,
     rebuilds: AtomicU64,
+    /// Bumped each time the predictor is taken for writing (fed, wound back, moved on to
+    /// a later instant, put in place): answers cached under an older version are not
+    /// used again.
+    version: AtomicU64,
+    /// Recent bound answers, by what they answered (see [`BoundKey`]).
+    bounds: Mutex<Vec<(BoundKey, BoundAnswer)>>,
 }
+
+/// What a bound answer is a function of: the predictor (its version), the instant it
+/// speaks for, the shape and the levels. The same key gives the same answer, so a cached
+/// one is never stale relative to what the predictor holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BoundKey {
+    version: u64,
+    at: i64,
+    shape: JobShape,
+    quantile: u64,
+    confidence: u64,
+}
+
+/// Bound answers kept per queue: a few shapes or levels asked at once (several users
+/// listing `/v1/bounds` for their jobs within the same second) are answered once each;
+/// entries of an older version or instant are dropped first.
+const BOUNDS_CACHED: usize = 8;
 
 /// [`QueueEntry::stale`] of a queue that is not to be built again.
 const NOT_STALE: i64 = i64::MIN;
@@ -331,7 +356,49 @@ impl QueueEntry {
             stale: AtomicI64::new(NOT_STALE),
             rewinds: AtomicU64::new(0),
             rebuilds: AtomicU64::new(0),
+            version: AtomicU64::new(0),
+            bounds: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The predictor for writing; answers cached before are not used again.
+    fn write_live(&self) -> std::sync::RwLockWriteGuard<'_, Live> {
+        let live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        self.version.fetch_add(1, Ordering::AcqRel);
+        live
+    }
+
+    /// The bound for a job of `shape` submitted at `at` (the predictor brought to
+    /// `horizon`), cached by [`BoundKey`].
+    fn bound_at(&self, horizon: i64, at: i64, shape: JobShape, q: f64, c: f64) -> BoundAnswer {
+        self.read_at(horizon, |p| {
+            // Read under the predictor's read lock: no write (which bumps it) runs now.
+            let key = BoundKey {
+                version: self.version.load(Ordering::Acquire),
+                at,
+                shape,
+                quantile: q.to_bits(),
+                confidence: c.to_bits(),
+            };
+            let hit = self
+                .bounds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, a)| a.clone());
+            if let Some(a) = hit {
+                return a;
+            }
+            let a = p.bound(at, shape, q, c);
+            let mut cached = self.bounds.lock().unwrap_or_else(|p| p.into_inner());
+            cached.retain(|(k, _)| k.version == key.version && k.at == key.at);
+            if cached.len() >= BOUNDS_CACHED {
+                cached.remove(0);
+            }
+            cached.push((key, a.clone()));
+            a
+        })
     }
 
     /// Runs `f` on the predictor brought to `at` (its pending jobs tested up to then).
@@ -344,7 +411,7 @@ impl QueueEntry {
                 return f(&live.feeder.predictor);
             }
         }
-        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        let mut live = self.write_live();
         if self.advanced_to.load(Ordering::Acquire) < at {
             live.feeder.predictor.advance(at);
             self.advanced_to.fetch_max(at, Ordering::AcqRel);
@@ -369,7 +436,7 @@ impl QueueEntry {
 
     /// Puts `live` (built again from the store) in place of the predictor held.
     fn replace(&self, live: Live) {
-        let mut held = self.live.write().unwrap_or_else(|p| p.into_inner());
+        let mut held = self.write_live();
         *held = live;
         self.advanced_to.store(NEVER, Ordering::Release);
         self.stale.store(NOT_STALE, Ordering::Release);
@@ -815,7 +882,7 @@ impl Predictors {
                 }
                 // Queues that only lost jobs to others.
                 for (q, left) in departures.into_values() {
-                    let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
+                    let mut live = q.write_live();
                     let handed = live.feeder.hand(left);
                     q.took(&handed, &mut corrected);
                 }
@@ -967,7 +1034,7 @@ impl Predictors {
             .map(|(name, q)| (name.clone(), q.clone()))
             .collect();
         for (name, q) in &others {
-            let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
+            let mut live = q.write_live();
             let mut records = Vec::new();
             let mut ids = Vec::new();
             let mut departs = Vec::new();
@@ -1024,7 +1091,7 @@ impl Predictors {
     ) -> Vec<JobBound> {
         let entry = self.site_entry(site);
         let q = self.queue_entry(site, queue);
-        let mut live = q.live.write().unwrap_or_else(|p| p.into_inner());
+        let mut live = q.write_live();
         let mut records = Vec::new();
         let mut ids = Vec::new();
         let mut arrived = Vec::new();
@@ -1212,7 +1279,9 @@ impl Predictors {
         q: f64,
         c: f64,
     ) -> Option<(BoundAnswer, i64)> {
-        self.with_predictor(site, queue, |p, at| (p.bound(at, shape, q, c), at))
+        let (s, e) = self.find(site, queue)?;
+        let at = self.as_of_entry(&s);
+        Some((e.bound_at(s.horizon(at), at, shape, q, c), at))
     }
 
     /// The probability, at level `c`, that a job of `shape` submitted at the site's

@@ -378,6 +378,130 @@ async fn bounds_for_many_queues_at_once() {
     .problem(400);
 }
 
+/// The `(site/queue, bound_s)` of a `GET /v1/bounds` answer's rows.
+fn listed(v: &Value) -> Vec<(String, Option<u64>)> {
+    v["bounds"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|r| {
+            (
+                format!(
+                    "{}/{}",
+                    r["site"].as_str().unwrap(),
+                    r["queue"].as_str().unwrap()
+                ),
+                r["bound_s"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_bounds_list_filters_and_limits() {
+    let (mut app, _) = live_app().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("test.swf");
+    std::fs::write(&path, crate::http_api::TRACE).unwrap();
+    app.import("test", &path).await;
+    app.restart().await;
+    let q = "/v1/bounds?nodes=4&walltime=3600";
+    let all = app.get(q, None).await.json();
+    let all_rows = listed(&all);
+    assert_eq!(all_rows.len(), 5, "{all}");
+    assert_eq!(all["truncated"], false, "{all}");
+
+    // One site's queues, in the same order as in the whole list.
+    let test = app.get(&format!("{q}&site=test"), None).await.json();
+    let want: Vec<_> = all_rows
+        .iter()
+        .filter(|(n, _)| n.starts_with("test/"))
+        .cloned()
+        .collect();
+    assert_eq!(listed(&test), want, "{test}");
+    assert_eq!(want.len(), 3);
+    // Queues of one name, and both filters at once.
+    let batch = app.get(&format!("{q}&queue=batch"), None).await.json();
+    assert_eq!(listed(&batch), all_rows[..1].to_vec(), "{batch}");
+    let none = app
+        .get(&format!("{q}&site=test&queue=batch"), None)
+        .await
+        .json();
+    assert_eq!(listed(&none), vec![], "{none}");
+    assert_eq!(
+        listed(&app.get(&format!("{q}&site=nope"), None).await.json()),
+        vec![]
+    );
+
+    // The best `limit`, saying whether more were left off.
+    let best = app.get(&format!("{q}&limit=1"), None).await.json();
+    assert_eq!(listed(&best), all_rows[..1].to_vec(), "{best}");
+    assert_eq!(best["truncated"], true, "{best}");
+    let whole = app.get(&format!("{q}&limit=5"), None).await.json();
+    assert_eq!(listed(&whole), all_rows, "{whole}");
+    assert_eq!(whole["truncated"], false, "{whole}");
+}
+
+#[tokio::test]
+async fn a_listed_bound_follows_new_records_at_the_same_instant() {
+    // The clock stands at TEST_NOW: answers asked again are the cached ones, until the
+    // queue's predictor is handed more records.
+    let (app, jobs) = live_app().await;
+    let admin = app.token("more", Scope::Admin).await;
+    let q = "/v1/bounds?nodes=1&walltime=3600&site=hpc&queue=batch";
+    let shape = JobShape {
+        nodes: 1,
+        walltime_s: 3600,
+    };
+    let mut records: Vec<JobRecord> = jobs.iter().map(|(_, j)| *j).collect();
+    let engine = QueuePredictor::from_jobs(Config::default(), &records).unwrap();
+    let before = engine.bound(TEST_NOW, shape, 0.95, 0.95).bound_s;
+    assert!(before.is_some());
+    for _ in 0..2 {
+        let v = app.get(q, None).await.json();
+        assert_eq!(listed(&v), vec![("hpc/batch".to_string(), before)], "{v}");
+    }
+
+    // 100 more jobs of the same cluster, each having waited over two hours.
+    let more: Vec<(String, JobRecord)> = (0..100i64)
+        .map(|k| {
+            let submit = TEST_NOW - 24_000 + 100 * k;
+            (
+                format!("late{k}"),
+                JobRecord {
+                    submit,
+                    start: Some(submit + 8_000 + k),
+                    shape,
+                    user: None,
+                },
+            )
+        })
+        .collect();
+    let body = json!({"jobs": more.iter().map(|(id, j)| json!({
+        "job_id": id, "queue": "batch", "submit": iso(j.submit),
+        "start": iso(j.start.unwrap()), "nodes": 1, "walltime": 3600, "state": "running",
+    })).collect::<Vec<_>>()});
+    let res = app
+        .json("POST", "/v1/sites/hpc/jobs", Some(&admin), &body)
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    records.extend(more.iter().map(|(_, j)| *j));
+    let engine = QueuePredictor::from_jobs(Config::default(), &records).unwrap();
+    let after = engine.bound(TEST_NOW, shape, 0.95, 0.95).bound_s;
+    assert_ne!(after, before, "the new waits must move the bound");
+    let v = app.get(q, None).await.json();
+    assert_eq!(listed(&v), vec![("hpc/batch".to_string(), after)], "{v}");
+    // The one queue's own answer agrees.
+    let one = app
+        .get(
+            "/v1/sites/hpc/queues/batch/bound?nodes=1&walltime=3600",
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(one["bound_s"].as_u64(), after, "{one}");
+}
+
 #[tokio::test]
 async fn bad_prediction_parameters_are_400s_naming_the_field() {
     let (app, _) = live_app().await;
@@ -427,6 +551,11 @@ async fn bad_prediction_parameters_are_400s_naming_the_field() {
     app.get("/v1/bounds?nodes=1", None)
         .await
         .invalid(&["walltime"]);
+    for bad in ["0", "10001", "-1", "all"] {
+        app.get(&format!("/v1/bounds?nodes=1&walltime=60&limit={bad}"), None)
+            .await
+            .invalid(&["limit"]);
+    }
     for uri in [
         "/v1/sites/nope/queues/batch/bound?nodes=1&walltime=60",
         "/v1/sites/hpc/queues/nope/bound?nodes=1&walltime=60",
