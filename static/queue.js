@@ -246,6 +246,103 @@ function beyondLimits(nodes, walltime) {
 
 form.addEventListener("submit", ask);
 
+// --- My job, by its id ------------------------------------------------------------
+
+const jobForm = document.getElementById("jobid-form");
+const jobOut = document.getElementById("jobid-out");
+const jobError = document.getElementById("jobid-error");
+
+/** One answer box (the same look as the shape's answers). */
+function answerBox(term, value, sub, data = {}) {
+  return el("div", { class: "answer", dataset: data }, el("dt", {}, term),
+    el("dd", {}, value, sub ? el("span", { class: "sub" }, sub) : ""));
+}
+
+/** Why a job has no bound, in words (the API's status). */
+function noBound(status) {
+  return status ? statusText(status) : "none given";
+}
+
+async function lookUp(event) {
+  if (event) event.preventDefault();
+  const id = jobForm.job_id.value.trim();
+  const input = document.getElementById("jobid");
+  if (!id) {
+    input.setAttribute("aria-invalid", "true");
+    showError(jobError, Object.assign(new Error("Type the scheduler's id of your job."), { problem: { title: "Check the form" } }));
+    jobOut.replaceChildren();
+    return;
+  }
+  input.removeAttribute("aria-invalid");
+  const deadline = parseDuration(form.deadline.value);
+  const query = { confidence: form.confidence.value };
+  if (deadline >= 1) query.deadline = fmtWalltime(deadline);
+  const button = document.getElementById("lookup");
+  button.disabled = true;
+  jobOut.setAttribute("aria-busy", "true");
+  try {
+    const job = await api(`/v1/sites/${encodeURIComponent(site)}/jobs/${encodeURIComponent(id)}`, { query });
+    showError(jobError, null);
+    // Keep the id in the address, so the page can be bookmarked or sent.
+    const next = new URLSearchParams(location.search);
+    next.set("job", id);
+    history.replaceState(null, "", `?${next}`);
+    jobOut.replaceChildren(...jobAnswer(job, deadline));
+  } catch (error) {
+    input.setAttribute("aria-invalid", "true");
+    showError(jobError, error);
+    jobOut.replaceChildren();
+  } finally {
+    button.disabled = false;
+    jobOut.setAttribute("aria-busy", "false");
+  }
+}
+
+/** What the service says of one job: its state, its bound at submission and, while it
+ * waits, the bound on the rest of its wait and its chance of starting in time. */
+function jobAnswer(job, deadline) {
+  const items = [];
+  const shape = [job.nodes ? `${fmtCount(job.nodes)} nodes` : "", job.walltime_s ? fmtDuration(job.walltime_s) : ""]
+    .filter(Boolean).join(" × ");
+  items.push(answerBox(`Job ${job.job_id}`, job.state, shape || "shape not reported", { state: job.state }));
+  if (job.queue !== queue) {
+    items.push(answerBox("Queue", job.queue, "not this page's queue"));
+  }
+  const given = job.bound_at_submission_s;
+  items.push(answerBox("Bound at submission (0.95)",
+    given === null || given === undefined ? noBound(job.bound_at_submission_status) : fmtDuration(given),
+    job.within_bound === true ? "it started within it"
+      : job.within_bound === false ? "it started later than that" : `submitted ${fmtTime(job.submit)}`,
+    { boundAtSubmissionS: given ?? "", within: job.within_bound ?? "" }));
+  if (job.wait_s !== null && job.wait_s !== undefined) {
+    items.push(answerBox("It waited", fmtDuration(job.wait_s), `started ${fmtTime(job.start)}`, { waitS: job.wait_s }));
+  }
+  const p = job.pending;
+  if (p) {
+    items.push(answerBox("Waited so far", fmtDuration(p.waited_s),
+      p.own_ahead ? `${fmtCount(p.own_ahead)} of its user's jobs ahead` : "", { waitedS: p.waited_s }));
+    items.push(answerBox(`${p.quantile * 100} % chance it starts within`,
+      p.bound_s === null || p.bound_s === undefined ? noBound(p.status) : `${fmtDuration(p.bound_s)} more`,
+      p.status === "ok" ? `from ${fmtCount(p.history_size)} jobs that had waited as long` : "",
+      { remainingS: p.bound_s ?? "", status: p.status }));
+    if (deadline >= 1) {
+      items.push(answerBox(`Chance to start within ${fmtDuration(deadline)}`,
+        p.probability === null || p.probability === undefined ? noBound(p.status) : `≥ ${fmtPercentAtLeast(p.probability)}`,
+        `at ${p.confidence * 100} % confidence`, { probability: p.probability ?? "" }));
+    }
+  }
+  return [
+    el("dl", { class: "answers", id: "job-answers" }, items),
+    el("p", { class: "muted small" }, `as of ${fmtTime(job.as_of)}`),
+  ];
+}
+
+jobForm.addEventListener("submit", lookUp);
+if (params.get("job")) {
+  jobForm.job_id.value = params.get("job");
+  lookUp(null);
+}
+
 // --- Refresh ------------------------------------------------------------------------
 
 async function refresh() {

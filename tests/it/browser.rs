@@ -319,6 +319,91 @@ async fn the_dashboard_in_headless_chromium() {
         );
     }
 
+    // "My job" by its id: a pending job's outlook, as the API gives it, from an address
+    // that names the job (as a user would bookmark or be sent it).
+    let admin = app.token("ops-job", Scope::Admin).await;
+    let res = app
+        .json(
+            "POST",
+            "/v1/sites/demo/jobs",
+            Some(&admin),
+            &json!({"jobs": [{"job_id": "waiting-1", "queue": "normal", "submit": iso(TEST_NOW - 120),
+                              "nodes": 4, "walltime": 3_600, "state": "pending"}]}),
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    s.goto(&format!(
+        "{base}/ui/queue.html?site=demo&queue=normal&job=waiting-1"
+    ))
+    .await;
+    let pending = s
+        .wait_for(
+            "the pending job's outlook",
+            WAIT,
+            r#"const a = document.querySelector('#job-answers [data-remaining-s]');
+               const p = document.querySelector('#job-answers [data-probability]');
+               const w = document.querySelector('#job-answers [data-waited-s]');
+               return a && p && w && document.getElementById('jobid').value === 'waiting-1'
+                 && [a.dataset.status, a.dataset.remainingS, p.dataset.probability, w.dataset.waitedS,
+                     document.querySelector('#job-answers [data-state]').dataset.state]"#,
+        )
+        .await;
+    let job = api(
+        &base,
+        "/v1/sites/demo/jobs/waiting-1?confidence=0.95&deadline=01:00:00",
+    )
+    .await;
+    let p = &job["pending"];
+    assert_eq!(pending[0], p["status"], "{pending} vs {job}");
+    assert_eq!(pending[0], "ok", "the job's cluster has history: {job}");
+    assert_eq!(pending[1], p["bound_s"].to_string(), "{pending} vs {job}");
+    assert_eq!(pending[3], p["waited_s"].to_string(), "{pending} vs {job}");
+    assert_eq!(pending[4], "pending", "{pending}");
+    let shown_p: f64 = pending[2].as_str().unwrap().parse().unwrap();
+    assert!(
+        (shown_p - p["probability"].as_f64().unwrap()).abs() < 1e-12,
+        "{pending} vs {job}"
+    );
+    s.screenshot_page(&shots.join("queue-job.png")).await;
+
+    // A started job: its wait and whether it kept its bound at submission.
+    s.fill("#jobid", "1").await;
+    s.click("#lookup").await;
+    let started = s
+        .wait_for(
+            "the started job's answer",
+            WAIT,
+            r#"const w = document.querySelector('#job-answers [data-wait-s]');
+               const b = document.querySelector('#job-answers [data-bound-at-submission-s]');
+               return w && b && !document.querySelector('#job-answers [data-remaining-s]')
+                 && location.search.includes('job=1') && [w.dataset.waitS, b.dataset.within]"#,
+        )
+        .await;
+    let job = api(&base, "/v1/sites/demo/jobs/1").await;
+    assert_eq!(started[0], job["wait_s"].to_string(), "{started} vs {job}");
+    let within = match &job["within_bound"] {
+        Value::Bool(b) => b.to_string(),
+        _ => String::new(),
+    };
+    assert_eq!(started[1], within.as_str(), "{started} vs {job}");
+
+    // An id the site never reported: the API's 404, said in place, the field marked.
+    s.fill("#jobid", "no-such-job").await;
+    s.click("#lookup").await;
+    let missing = s
+        .wait_for(
+            "the unknown job's refusal",
+            WAIT,
+            r#"const a = document.getElementById('jobid-error');
+               return !a.hidden && document.getElementById('jobid').getAttribute('aria-invalid') === 'true'
+                 && document.getElementById('jobid-out').children.length === 0 && a.innerText"#,
+        )
+        .await;
+    assert!(
+        missing.as_str().unwrap().contains("no-such-job"),
+        "{missing}"
+    );
+
     // Opened without naming a queue, the page says so instead of asking for "/".
     s.goto(&format!("{base}/ui/queue.html")).await;
     let alone = s
