@@ -34,8 +34,14 @@ function responsive(container, opts, data) {
   };
 }
 
+/**
+ * Where a wait of zero is drawn: a log axis has no zero, so jobs that started at once
+ * sit on a line of their own below 1 s, labelled "0 s", not on the 1 s gridline.
+ */
+const ZERO_AT = 0.4;
+
 function durationTicks(_u, values) {
-  return values.map((v) => (v === null ? "" : fmtDuration(v)));
+  return values.map((v) => (v === null ? "" : v === ZERO_AT ? "0 s" : fmtDuration(v)));
 }
 
 /** Ticks of a log axis of seconds at durations people read at a glance. */
@@ -44,7 +50,8 @@ const NICE_S = [1, 10, 60, 5 * 60, 15 * 60, 3600, 4 * 3600, 12 * 3600, 86400, 4 
 function durationSplits(_u, _axis, min, max) {
   const inside = NICE_S.filter((s) => s >= min * 0.999 && s <= max * 1.001);
   // Too many for a short axis: every other one.
-  return inside.length > 7 ? inside.filter((_s, i) => i % 2 === 0) : inside;
+  const shown = inside.length > 7 ? inside.filter((_s, i) => i % 2 === 0) : inside;
+  return min <= ZERO_AT ? [ZERO_AT, ...shown] : shown;
 }
 
 /**
@@ -53,7 +60,7 @@ function durationSplits(_u, _axis, min, max) {
  * and a log axis that places nothing).
  */
 function durationRange(_u, min, max) {
-  const lo = [...NICE_S].reverse().find((s) => s <= Math.max(1, min)) ?? 1;
+  const lo = min < 1 ? ZERO_AT * 0.75 : [...NICE_S].reverse().find((s) => s <= min) ?? 1;
   let hi = NICE_S.find((s) => s >= max) ?? max * 2;
   if (hi <= lo) hi = NICE_S.find((s) => s > lo) ?? lo * 10;
   return [lo, hi];
@@ -90,10 +97,10 @@ export function waitsChart(container, jobs, previous, clusters = null) {
       const bound = j.bound_s === null || j.bound_s === undefined ? null : j.bound_s;
       return {
         x: Math.floor(new Date(j.submit).getTime() / 1000),
-        // A log axis has no zero: a job that started at once is drawn at 1 s.
-        wait: Math.max(1, j.wait_s),
+        // A log axis has no zero: a job that started at once is drawn on the "0 s" line.
+        wait: j.wait_s > 0 ? j.wait_s : ZERO_AT,
         above: bound !== null && j.wait_s > bound,
-        bound: bound === null ? null : Math.max(1, bound),
+        bound: bound === null ? null : bound > 0 ? bound : ZERO_AT,
         cluster: labels ? clusters.of(j) : 0,
       };
     })
@@ -113,15 +120,24 @@ export function waitsChart(container, jobs, previous, clusters = null) {
     return previous;
   }
   if (previous) previous.destroy();
-  const fmtBound = (_u, v) => (v === null ? "—" : fmtDuration(v));
+  const fmtWait = (v) => (v === ZERO_AT ? "0 s" : fmtDuration(v));
+  // Away from the chart the legend still says something: how many dots a series has,
+  // and each bound line's latest level; over it, the values at the cursor.
   const dots = (label, color, size) => ({
     label,
     stroke: color,
     fill: color,
     paths: () => null,
     points: { show: true, size, stroke: color, fill: color },
-    value: fmtBound,
+    value: (u, v, si, idx) => (idx === null || idx === undefined
+      ? `${u.data[si].filter((x) => x !== null).length} jobs`
+      : v === null ? "—" : fmtWait(v)),
   });
+  const latest = (u, si) => {
+    const ys = u.data[si];
+    for (let i = ys.length - 1; i >= 0; i--) if (ys[i] !== null) return `now ${fmtWait(ys[i])}`;
+    return "none";
+  };
   const stepped = window.uPlot.paths.stepped({ align: 1 });
   const boundSeries = Array.from({ length: lines }, (_l, i) => ({
     label: labels ? `0.95 bound, ${labels[i]}` : "0.95 bound at submission",
@@ -132,7 +148,7 @@ export function waitsChart(container, jobs, previous, clusters = null) {
     // clusters' jobs come between.
     spanGaps: Boolean(labels),
     points: { show: false },
-    value: fmtBound,
+    value: (u, v, si, idx) => (idx === null || idx === undefined ? latest(u, si) : v === null ? "—" : fmtWait(v)),
   }));
   const opts = {
     scales: { x: { time: true }, y: { distr: 3, log: 10, range: durationRange } },
@@ -141,7 +157,7 @@ export function waitsChart(container, jobs, previous, clusters = null) {
       { stroke: "#374151", grid: { stroke: "#e5e7eb" }, splits: durationSplits, filter: (_u, splits) => splits, values: durationTicks, size: 64 },
     ],
     series: [
-      { label: "submitted", value: (_u, v) => (v === null ? "—" : fmtTime(v)) },
+      { label: "submitted", value: (_u, v) => (v === null ? "point at a dot" : fmtTime(v)) },
       dots("wait within its bound", COLORS.wait, 5),
       dots("wait above its bound", COLORS.miss, 6),
       ...boundSeries,
@@ -164,6 +180,13 @@ export function trajectoryChart(container, { trajectory, nodes, startAt, minProb
   const target = xs.map(() => minProbability);
   const chosen = xs.map((x) => (chosenAt !== null && chosenAt !== undefined && x === chosenAt ? probability[xs.indexOf(x)] : null));
   const overhead = xs.map((x) => (nodes * Math.max(0, startAt - x)) / 3600);
+  // Away from the chart the legend shows the plan's point (the chosen submission time),
+  // over it the point at the cursor.
+  const rest = chosenAt === null || chosenAt === undefined ? -1 : xs.indexOf(chosenAt);
+  const shown = (fmt) => (u, v, si, idx) => {
+    const value = idx === null || idx === undefined ? (rest < 0 ? null : u.data[si][rest]) : v;
+    return value === null || value === undefined ? "—" : fmt(value);
+  };
   const opts = {
     scales: { x: { time: true }, y: { range: [0, 1] }, nh: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
     axes: [
@@ -172,16 +195,16 @@ export function trajectoryChart(container, { trajectory, nodes, startAt, minProb
       { scale: "nh", side: 1, stroke: COLORS.overhead, grid: { show: false }, label: "over-allocation (node-h)", size: 60 },
     ],
     series: [
-      { label: "submit at", value: (_u, v) => (v === null ? "—" : fmtTime(v)) },
+      { label: "submit at", value: shown(fmtTime) },
       { label: "probability", stroke: COLORS.probability, width: 2, points: { show: false },
-        value: (_u, v) => (v === null ? "—" : `${(v * 100).toFixed(1)} %`) },
+        value: shown((v) => `${(v * 100).toFixed(1)} %`) },
       { label: "asked", stroke: COLORS.target, width: 1.5, dash: [6, 4], points: { show: false },
-        value: (_u, v) => (v === null ? "—" : `${(v * 100).toFixed(0)} %`) },
+        value: shown((v) => `${(v * 100).toFixed(0)} %`) },
       { label: "plan", stroke: COLORS.chosen, width: 0, paths: () => null,
         points: { show: true, size: 12, stroke: COLORS.chosen, fill: COLORS.chosen, width: 2 },
-        value: (_u, v) => (v === null ? "—" : `${(v * 100).toFixed(1)} %`) },
+        value: shown((v) => `${(v * 100).toFixed(1)} %`) },
       { label: "over-allocation", scale: "nh", stroke: COLORS.overhead, width: 1.5, dash: [2, 3], points: { show: false },
-        value: (_u, v) => (v === null ? "—" : `${v.toFixed(1)} node-h`) },
+        value: shown((v) => `${v.toFixed(1)} node-h`) },
     ],
     legend: { live: true },
   };

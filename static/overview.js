@@ -54,7 +54,7 @@ function stateBadge(queue, answers) {
     if (down) state = "maybe_down";
     else if (answers.some((a) => a && a.status)) state = "up";
   }
-  if (!state) return el("span", { class: "muted" }, "—");
+  if (!state) return el("span", { class: "muted" }, "not known yet");
   const up = state === "up" || state === "ok";
   return el("span", {},
     el("span", { class: `badge ${up ? "ok" : "bad"}`, dataset: { state } }, statusText(state)),
@@ -78,7 +78,8 @@ function boundCell(result) {
     return el("td", { class: "num bound", dataset: { boundS: a.bound_s } }, fmtShort(a.bound_s));
   }
   return el("td", { class: "num muted", title: a.limit ? a.limit.detail : statusText(a.status), dataset: { status: a.status } },
-    a.status === "maybe_down" ? "down?" : a.status === "exceeds_limits" ? "over limit" : "—");
+    a.status === "maybe_down" ? "down?" : a.status === "exceeds_limits" ? "over limit"
+      : statusText(a.status));
 }
 
 function ingestHealth(site, ingest) {
@@ -99,10 +100,10 @@ function ingestHealth(site, ingest) {
           el("td", {}, el("span", { class: `badge ${failing ? "bad" : "ok"}` }, failing ? "failing" : "ok"),
             failing && s.consecutive_failures ? el("span", { class: "muted small" }, ` ${s.consecutive_failures}× in a row`) : null),
           el("td", {}, fmtTime(s.last_success)),
-          el("td", { class: "small" }, s.last_error ? `${s.last_error_at ? fmtTime(s.last_error_at) + ": " : ""}${s.last_error}` : "—"),
+          el("td", { class: "small" }, s.last_error ? `${s.last_error_at ? fmtTime(s.last_error_at) + ": " : ""}${s.last_error}` : el("span", { class: "muted" }, "none")),
           el("td", { class: "num" }, fmtCount(s.accepted)),
           el("td", { class: "num" }, fmtCount(s.rejected)),
-          el("td", { class: "num" }, s.lag_s === null || s.lag_s === undefined ? "—" : fmtDuration(s.lag_s)));
+          el("td", { class: "num" }, s.lag_s === null || s.lag_s === undefined ? el("span", { class: "muted" }, "no record yet") : fmtDuration(s.lag_s)));
       }))));
 }
 

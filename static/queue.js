@@ -81,7 +81,9 @@ function rangeText(r) {
   };
   const unit = r.attribute === "walltime_s" ? fmtDuration : r.attribute === "node_seconds" ? nodeHours : (v) => fmtCount(v);
   const name = r.attribute === "walltime_s" ? "walltime" : r.attribute === "nodes" ? "nodes" : "node-hours";
-  return `${name} ${unit(r.lo)} – ${r.hi === null || r.hi === undefined ? "∞" : unit(r.hi)}`;
+  // A job asks for at least one node: the engine's lowest interval starts at 0.
+  const lo = r.attribute === "nodes" ? Math.max(1, r.lo) : r.lo;
+  return `${name} ${unit(lo)} – ${r.hi === null || r.hi === undefined ? "∞" : unit(r.hi)}`;
 }
 
 /** The value of a job's clustering attribute, as the engine computes it. */
@@ -148,12 +150,12 @@ async function loadClusters() {
       const range = c.range;
       const bound = c.bound_95_s;
       // The service gives no bound while the queue may be down; say so, not "—".
-      const none = current && current.state === "maybe_down" ? statusText("maybe_down") : "—";
+      const none = current && current.state === "maybe_down" ? statusText("maybe_down") : statusText("insufficient_history");
       return el("tr", {},
         el("td", {}, clusters.length > 1
           ? el("span", { class: "swatch", style: `background:${clusterColor(i)}`, title: "its bound line in the chart" })
           : "", rangeText(range.primary)),
-        el("td", {}, range.secondary ? rangeText(range.secondary) : "—"),
+        el("td", {}, range.secondary ? rangeText(range.secondary) : el("span", { class: "muted" }, "any (not split further)")),
         el("td", { class: "num" }, fmtCount(c.history_size)),
         el("td", { class: "num" }, bound === null || bound === undefined ? none : fmtDuration(bound)));
     }))));
