@@ -269,29 +269,39 @@ impl StoreTask for Serve {
         });
         let demo = match (self.demo, demo_scheduler) {
             (Some(opts), Some((site, scheduler))) => {
-                let (task, demo_clock) =
-                    start_demo(&store, &state.predictors, opts, clock, scheduler).await?;
-                // The demo's reservations: run by its clock, on its machine.
-                let executor = reservations.executor.then(|| {
-                    let executor = Executor::new(
-                        state.store.clone(),
-                        state.submitters.clone(),
+                // The demo's reservations run by its clock, on its machine, inside its
+                // steps (see `Demo::tick_with`): its own executor, which the demo
+                // task drives.
+                let (ex_store, ex_predictors) = (state.store.clone(), state.predictors.clone());
+                let submitters = state.submitters.clone();
+                let lease_s = reservations.lease_s;
+                let executor = reservations.executor.then_some(move |demo_clock| {
+                    Executor::new(
+                        ex_store,
+                        submitters,
                         demo_clock,
                         format!("{}-demo", executor_id()),
                     )
-                    .with_predictors(state.predictors.clone())
-                    .with_lease_s(reservations.lease_s)
-                    .with_scope(SiteScope::Only(site));
-                    // A real second is minutes of the demo's time: look often enough
-                    // that a due submission is at most a simulated minute late (at the
-                    // default speed-up of 300).
-                    let tick = std::time::Duration::from_millis(200);
-                    let mut stopped = stopped.clone();
-                    tokio::spawn(executor.run(tick, async move {
-                        let _ = stopped.wait_for(|s| *s).await;
-                    }))
+                    .with_predictors(ex_predictors)
+                    .with_lease_s(lease_s)
+                    .with_scope(SiteScope::Only(site))
                 });
-                Some((task, executor))
+                let mut stopped = stopped.clone();
+                let stop = async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                };
+                Some(
+                    start_demo(
+                        &store,
+                        &state.predictors,
+                        opts,
+                        clock,
+                        scheduler,
+                        executor,
+                        stop,
+                    )
+                    .await?,
+                )
             }
             _ => None,
         };
@@ -312,12 +322,8 @@ impl StoreTask for Serve {
         crate::http::serve(listener, state, shutdown_signal()).await?;
         sources.stop().await;
         let _ = stop.send(true);
-        let mut executors = executor.into_iter().collect::<Vec<_>>();
-        if let Some((task, demo_executor)) = demo {
-            task.abort();
-            executors.extend(demo_executor);
-        }
-        for task in executors {
+        // The demo stops between steps (its executor inside them), like the executor.
+        for task in executor.into_iter().chain(demo) {
             let _ = task.await;
         }
         tracing::info!("stopped");
@@ -333,13 +339,15 @@ async fn start_demo<S: Store>(
     opts: DemoOptions,
     clock: Arc<dyn Clock>,
     scheduler: DemoScheduler,
-) -> anyhow::Result<(tokio::task::JoinHandle<()>, Arc<dyn Clock>)> {
+    executor: Option<impl FnOnce(Arc<dyn Clock>) -> Executor<S>>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let started = std::time::Instant::now();
     let preroll = opts.preroll_s;
     let speedup = opts.speedup;
     let mut demo = Demo::new(store, predictors, opts, clock).await?;
     demo.take_reservations(scheduler);
-    let demo_clock = demo.clock();
+    let executor = executor.map(|make| make(demo.clock()));
     let bar = super::progress::bar(preroll.max(0) as u64, "simulated s");
     bar.set_message("demo pre-roll");
     let records = demo
@@ -357,10 +365,9 @@ async fn start_demo<S: Store>(
         "demo site live (try /v1/sites/demo/queues/normal/bound?nodes=8&walltime=01:00:00)"
     );
     let (store, predictors) = (store.clone(), predictors.clone());
-    let task = tokio::spawn(async move {
-        demo.run(store, predictors, std::future::pending()).await;
-    });
-    Ok((task, demo_clock))
+    Ok(tokio::spawn(async move {
+        demo.run(store, predictors, executor, stop).await;
+    }))
 }
 
 /// `QBETS_HALT_AT`, for crash tests only: the point where the executor stops for good

@@ -24,6 +24,7 @@ use crate::store::{
 };
 use crate::submit::DemoScheduler;
 
+use super::reservations::{Executor, TickReport};
 use super::{Clock, FixedClock, Predictors};
 
 /// How the demo runs.
@@ -416,10 +417,56 @@ impl Demo {
         store: &S,
         predictors: &Predictors,
     ) -> StoreResult<StepReport> {
+        self.tick_with(store, predictors, None).await
+    }
+
+    /// [`Demo::tick`] with the demo's reservations executor run inside the step: one
+    /// step of the live demo spans minutes of simulated time (five at the default
+    /// speed-up), longer than the lead a VARQ plan may leave between its submission and
+    /// its start, so an executor looking at the demo's clock from outside could first
+    /// see a plan when its start had already passed. Here the step stops at each
+    /// planned submission on the way, and the executor passes there: every reservation
+    /// is submitted at the simulated instant its plan says, and followed after every
+    /// stop.
+    pub async fn tick_with<S: Store>(
+        &mut self,
+        store: &S,
+        predictors: &Predictors,
+        executor: Option<&Executor<S>>,
+    ) -> StoreResult<StepReport> {
         let real_now = self.real.now();
         let (real0, sim0) = *self.live_from.get_or_insert((real_now, self.sim_now()));
         let target = sim0 + ((real_now - real0) as f64 * self.opts.speedup) as i64;
-        self.step_to(store, predictors, target).await
+        let Some(executor) = executor else {
+            return self.step_to(store, predictors, target).await;
+        };
+        let mut report = StepReport {
+            records: 0,
+            sim_now: self.sim_now(),
+        };
+        loop {
+            let now = self.sim_now();
+            // Strictly after now (what is due now was claimed by the last pass), so
+            // every turn moves simulated time on.
+            let stop = executor
+                .next_submission(now)
+                .await?
+                .filter(|&t| t < target)
+                .unwrap_or(target);
+            let step = self.step_to(store, predictors, stop).await?;
+            report.records += step.records;
+            report.sim_now = step.sim_now;
+            match executor.tick().await {
+                Ok(r) if r != TickReport::default() => {
+                    tracing::info!(executor = %executor.id(), report = ?r, "demo reservations tick");
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "demo reservations tick failed"),
+            }
+            if stop >= target {
+                return Ok(report);
+            }
+        }
     }
 
     /// Ticks every `tick` of real time until `shutdown` completes. A failed step is
@@ -428,6 +475,7 @@ impl Demo {
         mut self,
         store: S,
         predictors: Arc<Predictors>,
+        executor: Option<Executor<S>>,
         shutdown: impl std::future::Future<Output = ()>,
     ) {
         let mut interval = tokio::time::interval(self.opts.tick);
@@ -437,7 +485,7 @@ impl Demo {
             tokio::select! {
                 () = &mut shutdown => break,
                 _ = interval.tick() => {
-                    match self.tick(&store, &predictors).await {
+                    match self.tick_with(&store, &predictors, executor.as_ref()).await {
                         Ok(r) => tracing::debug!(records = r.records, sim_now = r.sim_now, "demo step"),
                         Err(e) => tracing::warn!(error = %e, "demo step failed"),
                     }

@@ -345,6 +345,23 @@ impl<S: Store> Executor<S> {
         &self.id
     }
 
+    /// The earliest planned submission of this executor's sites after `now`, if any:
+    /// where a driver that moves its clock in steps (the demo) stops so that the
+    /// submission is made at its time.
+    pub async fn next_submission(&self, now: i64) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .store
+            .active_reservations()
+            .await?
+            .iter()
+            .filter(|r| {
+                r.state == ReservationState::Planned && self.scope.includes(&r.request.site)
+            })
+            .filter_map(|r| r.plan.map(|p| p.submit_at))
+            .filter(|&t| t > now)
+            .min())
+    }
+
     /// Runs ticks every `interval` until `shutdown` completes.
     pub async fn run(self, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
         let mut shutdown = std::pin::pin!(shutdown);

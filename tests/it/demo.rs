@@ -5,9 +5,15 @@
 use std::sync::Arc;
 
 use qbets::engine::{JobShape, Status};
+use qbets::plan::lifecycle::{OnFailure, ReservationState, RunMode};
+use qbets::plan::varq::Mode;
 use qbets::service::demo::{Demo, DemoOptions};
+use qbets::service::reservations::{Executor, Submitters, new_uid};
 use qbets::service::{FixedClock, Predictors};
-use qbets::store::{Store, StoreTask, with_store};
+use qbets::store::{
+    NewReservation, PlanFields, ReservationRequest, SiteScope, Store, StoreTask, with_store,
+};
+use qbets::submit::{DemoScheduler, Submitter};
 
 use crate::support::{TEST_NOW, TestDb};
 
@@ -97,12 +103,6 @@ struct Reserve;
 impl StoreTask for Reserve {
     type Output = ();
     async fn run<S: Store>(self, store: S) {
-        use qbets::plan::lifecycle::{OnFailure, ReservationState, RunMode};
-        use qbets::plan::varq::Mode;
-        use qbets::service::reservations::{Executor, Submitters, new_uid};
-        use qbets::store::{NewReservation, PlanFields, ReservationRequest, SiteScope};
-        use qbets::submit::{DemoScheduler, Submitter};
-
         let real = FixedClock::at(TEST_NOW);
         let predictors = Arc::new(Predictors::new().with_clock(Arc::new(real.clone())));
         let opts = DemoOptions {
@@ -131,35 +131,7 @@ impl StoreTask for Reserve {
         let now = demo.sim_now();
         let start_at = now + 1_200;
         let r = store
-            .insert_reservation(&NewReservation {
-                request: ReservationRequest {
-                    uid: new_uid("r"),
-                    owner: "alice".into(),
-                    site: "demo".into(),
-                    queue: "express".into(),
-                    nodes: 4,
-                    walltime_s: 600,
-                    start_at,
-                    min_probability: 0.5,
-                    confidence: 0.95,
-                    mode: Mode::Latest,
-                    step_s: 300,
-                    command: "true".into(),
-                    run_mode: RunMode::Hold,
-                    on_failure: OnFailure::Cancel,
-                },
-                state: ReservationState::Planned,
-                plan: Some(PlanFields {
-                    submit_at: now,
-                    advertised_walltime_s: 1_800,
-                    probability: 0.9,
-                }),
-                at_risk: false,
-                coallocation: None,
-                reason: "planned by the test".into(),
-                created_at: now,
-                idempotency_key: None,
-            })
+            .insert_reservation(&planned(now, start_at))
             .await
             .unwrap();
         let reread = || async { store.reservation(&r.request.uid).await.unwrap().unwrap() };
@@ -212,6 +184,125 @@ async fn a_demo_reservation_runs_on_the_demo_machine_by_its_clock() {
     with_store(TestDb::sqlite().url(), Reserve).await.unwrap();
     let db = TestDb::fresh().await;
     with_store(db.url(), Reserve).await.unwrap();
+}
+
+/// A reservation for 4 express nodes of the demo site at `start_at`, planned to be
+/// submitted at `submit_at` (times of the demo's clock).
+fn planned(submit_at: i64, start_at: i64) -> NewReservation {
+    NewReservation {
+        request: ReservationRequest {
+            uid: new_uid("r"),
+            owner: "alice".into(),
+            site: "demo".into(),
+            queue: "express".into(),
+            nodes: 4,
+            walltime_s: 600,
+            start_at,
+            min_probability: 0.5,
+            confidence: 0.95,
+            mode: Mode::Latest,
+            step_s: 300,
+            command: "true".into(),
+            run_mode: RunMode::Hold,
+            on_failure: OnFailure::Cancel,
+        },
+        state: ReservationState::Planned,
+        plan: Some(PlanFields {
+            submit_at,
+            advertised_walltime_s: 1_800,
+            probability: 0.9,
+        }),
+        at_risk: false,
+        coallocation: None,
+        reason: "planned by the test".into(),
+        created_at: submit_at,
+        idempotency_key: None,
+    }
+}
+
+/// A live step of the demo spans minutes of simulated time; a plan that submits a
+/// minute before its start, both inside one step, is still submitted at its time:
+/// the step stops there and runs the demo's executor. An executor looking at the
+/// demo's clock only between steps (as the demo's was before) finds the start passed.
+struct SteppedReserve;
+
+impl StoreTask for SteppedReserve {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        let real = FixedClock::at(TEST_NOW);
+        let predictors = Arc::new(Predictors::new().with_clock(Arc::new(real.clone())));
+        let opts = DemoOptions {
+            preroll_s: 2 * 86_400,
+            speedup: 300.0,
+            ..DemoOptions::default()
+        };
+        let mut demo = Demo::new(&store, &predictors, opts, Arc::new(real.clone()))
+            .await
+            .unwrap();
+        let scheduler = DemoScheduler::default();
+        demo.take_reservations(scheduler.clone());
+        demo.preroll(&store, &predictors, |_| {}).await.unwrap();
+        demo.tick(&store, &predictors).await.unwrap();
+        let mut submitters = Submitters::new();
+        submitters.insert("demo", Submitter::Demo(scheduler));
+        let executor = Executor::new(
+            store.clone(),
+            Arc::new(submitters),
+            demo.clock(),
+            "test-demo",
+        )
+        .with_predictors(predictors.clone())
+        .with_scope(SiteScope::Only("demo".into()));
+
+        // Two reservations, each due 100 s into the next step and starting 60 s later.
+        let now = demo.sim_now();
+        let inside = store
+            .insert_reservation(&planned(now + 100, now + 160))
+            .await
+            .unwrap();
+        let reread = |uid: String| {
+            let store = store.clone();
+            async move { store.reservation(&uid).await.unwrap().unwrap() }
+        };
+        assert_eq!(
+            executor.next_submission(now).await.unwrap(),
+            Some(now + 100)
+        );
+        real.set(TEST_NOW + 1);
+        let step = demo
+            .tick_with(&store, &predictors, Some(&executor))
+            .await
+            .unwrap();
+        assert_eq!(step.sim_now, now + 300, "one real second is 300 simulated");
+        let r = reread(inside.request.uid.clone()).await;
+        assert_ne!(r.state, ReservationState::Failed, "{r:?}");
+        assert_eq!(
+            r.submitted_at,
+            Some(now + 100),
+            "submitted at its plan's time: {r:?}"
+        );
+        assert!(r.remote_job_id.is_some(), "{r:?}");
+
+        // The same plan, the executor run only after the step.
+        let now = demo.sim_now();
+        let outside = store
+            .insert_reservation(&planned(now + 100, now + 160))
+            .await
+            .unwrap();
+        real.set(TEST_NOW + 2);
+        demo.tick(&store, &predictors).await.unwrap();
+        executor.tick().await.unwrap();
+        let r = reread(outside.request.uid.clone()).await;
+        assert_eq!(r.state, ReservationState::Failed, "{r:?}");
+        assert_eq!(r.submitted_at, None, "{r:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_demo_reservation_due_inside_a_step_is_submitted_at_its_time() {
+    with_store(TestDb::sqlite().url(), SteppedReserve)
+        .await
+        .unwrap();
 }
 
 /// The demo under another scheduling policy: the same workload gives other waits, so
