@@ -93,6 +93,43 @@ async fn the_demo_site_has_moving_bounds_within_its_preroll() {
     with_store(db.url(), Drive).await.unwrap();
 }
 
+/// A demo site that takes reservations, after its pre-roll and first live step, with an
+/// executor for it on its clock.
+struct ReservingDemo<S: Store> {
+    demo: Demo,
+    predictors: Arc<Predictors>,
+    submitters: Arc<Submitters>,
+    executor: Executor<S>,
+}
+
+async fn reserving_demo<S: Store>(store: &S, real: &FixedClock, speedup: f64) -> ReservingDemo<S> {
+    let predictors = Arc::new(Predictors::new().with_clock(Arc::new(real.clone())));
+    let opts = DemoOptions {
+        preroll_s: 2 * 86_400,
+        speedup,
+        ..DemoOptions::default()
+    };
+    let mut demo = Demo::new(store, &predictors, opts, Arc::new(real.clone()))
+        .await
+        .unwrap();
+    let scheduler = DemoScheduler::default();
+    demo.take_reservations(scheduler.clone());
+    demo.preroll(store, &predictors, |_| {}).await.unwrap();
+    demo.tick(store, &predictors).await.unwrap();
+    let mut submitters = Submitters::new();
+    submitters.insert("demo", Submitter::Demo(scheduler));
+    let submitters = Arc::new(submitters);
+    let executor = Executor::new(store.clone(), submitters.clone(), demo.clock(), "test-demo")
+        .with_predictors(predictors.clone())
+        .with_scope(SiteScope::Only("demo".into()));
+    ReservingDemo {
+        demo,
+        predictors,
+        submitters,
+        executor,
+    }
+}
+
 /// A reservation on the demo site runs its whole managed flow on the demo's own
 /// simulated machine, by the demo's clock: the demo's executor submits it when due, the
 /// job enters the machine beside the model's and is stored like them, starts, holds its
@@ -104,25 +141,12 @@ impl StoreTask for Reserve {
     type Output = ();
     async fn run<S: Store>(self, store: S) {
         let real = FixedClock::at(TEST_NOW);
-        let predictors = Arc::new(Predictors::new().with_clock(Arc::new(real.clone())));
-        let opts = DemoOptions {
-            preroll_s: 2 * 86_400,
-            speedup: 60.0,
-            ..DemoOptions::default()
-        };
-        let mut demo = Demo::new(&store, &predictors, opts, Arc::new(real.clone()))
-            .await
-            .unwrap();
-        let scheduler = DemoScheduler::default();
-        demo.take_reservations(scheduler.clone());
-        demo.preroll(&store, &predictors, |_| {}).await.unwrap();
-        demo.tick(&store, &predictors).await.unwrap();
-        let mut submitters = Submitters::new();
-        submitters.insert("demo", Submitter::Demo(scheduler));
-        let submitters = Arc::new(submitters);
-        let executor = Executor::new(store.clone(), submitters.clone(), demo.clock(), "test-demo")
-            .with_predictors(predictors.clone())
-            .with_scope(SiteScope::Only("demo".into()));
+        let ReservingDemo {
+            mut demo,
+            predictors,
+            submitters,
+            executor,
+        } = reserving_demo(&store, &real, 60.0).await;
         // The other sites' executor runs by the real clock, which the demo's is ahead of.
         let others = Executor::new(store.clone(), submitters, Arc::new(real.clone()), "test")
             .with_scope(SiteScope::Except("demo".into()));
@@ -230,29 +254,12 @@ impl StoreTask for SteppedReserve {
     type Output = ();
     async fn run<S: Store>(self, store: S) {
         let real = FixedClock::at(TEST_NOW);
-        let predictors = Arc::new(Predictors::new().with_clock(Arc::new(real.clone())));
-        let opts = DemoOptions {
-            preroll_s: 2 * 86_400,
-            speedup: 300.0,
-            ..DemoOptions::default()
-        };
-        let mut demo = Demo::new(&store, &predictors, opts, Arc::new(real.clone()))
-            .await
-            .unwrap();
-        let scheduler = DemoScheduler::default();
-        demo.take_reservations(scheduler.clone());
-        demo.preroll(&store, &predictors, |_| {}).await.unwrap();
-        demo.tick(&store, &predictors).await.unwrap();
-        let mut submitters = Submitters::new();
-        submitters.insert("demo", Submitter::Demo(scheduler));
-        let executor = Executor::new(
-            store.clone(),
-            Arc::new(submitters),
-            demo.clock(),
-            "test-demo",
-        )
-        .with_predictors(predictors.clone())
-        .with_scope(SiteScope::Only("demo".into()));
+        let ReservingDemo {
+            mut demo,
+            predictors,
+            executor,
+            ..
+        } = reserving_demo(&store, &real, 300.0).await;
 
         // Two reservations, each due 100 s into the next step and starting 60 s later.
         let now = demo.sim_now();
