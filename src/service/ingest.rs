@@ -323,8 +323,10 @@ pub struct SourceTask<S: Store> {
 }
 
 /// Stores the limits a source read for its site's queues (creating the queues), except
-/// those `stated` in the configuration, and hands them to the predictors. A queue whose
-/// stored limits already say the same is not written.
+/// those `stated` in the configuration, and hands them to the predictors. A source
+/// reads a queue's whole definition (slurmrestd's partitions), so a limit it reads as
+/// none is "unlimited": a limit learnt before and lifted since is cleared. A queue
+/// whose stored limits already say the same is not written.
 pub async fn learn_limits<S: Store>(
     store: &S,
     predictors: &Predictors,
@@ -337,28 +339,23 @@ pub async fn learn_limits<S: Store>(
             continue;
         }
         let by_config = stated.iter().find(|q| q.name == l.queue);
-        let unless = |stated: Option<i64>, learnt: Option<i64>| match stated {
-            Some(_) => None,
-            None => learnt,
-        };
+        // A limit the configuration states stays as stated, learnt or not.
+        let unless = |stated: Option<i64>, learnt: Option<i64>| stated.or(learnt);
         let want = NewQueue {
             name: l.queue.clone(),
             max_nodes: unless(by_config.and_then(|q| q.max_nodes), l.max_nodes),
             max_walltime_s: unless(by_config.and_then(|q| q.max_walltime_s), l.max_walltime_s),
             total_nodes: unless(by_config.and_then(|q| q.total_nodes), l.total_nodes),
         };
-        let stored = store.queue(site.id, &l.queue).await?;
-        let news = |have: Option<i64>, learnt: Option<i64>| learnt.is_some() && learnt != have;
-        let write = match &stored {
+        let write = match store.queue(site.id, &l.queue).await? {
             None => true,
             Some(q) => {
-                news(q.max_nodes, want.max_nodes)
-                    || news(q.max_walltime_s, want.max_walltime_s)
-                    || news(q.total_nodes, want.total_nodes)
+                (q.max_nodes, q.max_walltime_s, q.total_nodes)
+                    != (want.max_nodes, want.max_walltime_s, want.total_nodes)
             }
         };
         if write {
-            let q = store.upsert_queue(site.id, &want).await?;
+            let q = store.set_queue_limits(site.id, &want).await?;
             tracing::info!(site = %site.name, queue = %q.name, max_nodes = ?q.max_nodes, max_walltime_s = ?q.max_walltime_s, total_nodes = ?q.total_nodes, "queue limits learnt");
             predictors.register(site, &q);
         }

@@ -96,6 +96,27 @@ macro_rules! common_store_methods {
         .into())
     }
 
+    async fn set_queue_limits(&self, site_id: i64, queue: &NewQueue) -> StoreResult<Queue> {
+        Ok(sqlx::query_as::<_, QueueRow>(concat!(
+            "INSERT INTO queues (site_id, name, max_walltime_s, max_nodes, total_nodes) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (site_id, name) DO UPDATE SET \
+               max_walltime_s = EXCLUDED.max_walltime_s, \
+               max_nodes = EXCLUDED.max_nodes, \
+               total_nodes = EXCLUDED.total_nodes \
+             RETURNING ",
+            queue_columns!()
+        ))
+        .bind(site_id)
+        .bind(&queue.name)
+        .bind(queue.max_walltime_s)
+        .bind(queue.max_nodes)
+        .bind(queue.total_nodes)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_error)?
+        .into())
+    }
+
     async fn queue(&self, site_id: i64, name: &str) -> StoreResult<Option<Queue>> {
         Ok(sqlx::query_as::<_, QueueRow>(concat!(
             "SELECT ",

@@ -625,6 +625,15 @@ pub trait Store: Clone + Send + Sync + 'static {
         queue: &NewQueue,
     ) -> impl Future<Output = StoreResult<Queue>> + Send;
 
+    /// Finds or creates a queue of a site with exactly these limits: a limit given as
+    /// none clears the stored one (a source that reads a queue's whole definition
+    /// says "unlimited" that way).
+    fn set_queue_limits(
+        &self,
+        site_id: i64,
+        queue: &NewQueue,
+    ) -> impl Future<Output = StoreResult<Queue>> + Send;
+
     /// The queue of this name at a site.
     fn queue(
         &self,

@@ -310,6 +310,44 @@ impl StoreTask for LearnStory {
             l.exceeded(shape(1, 3_601)).unwrap().limit.as_str(),
             "max_walltime"
         );
+
+        // The partitions are read again: debug's time limit was lifted (Slurm now says
+        // unlimited) and long lost its machine size. What was learnt goes; what the
+        // configuration states stays.
+        let lifted = [
+            QueueLimitsSeen {
+                queue: "debug".into(),
+                max_nodes: None,
+                max_walltime_s: None,
+                total_nodes: Some(32),
+            },
+            QueueLimitsSeen {
+                queue: "long".into(),
+                max_nodes: None,
+                max_walltime_s: Some(86_400),
+                total_nodes: None,
+            },
+        ];
+        learn_limits(&store, &predictors, &site, &lifted, &stated)
+            .await
+            .unwrap();
+        let debug = store.queue(site.id, "debug").await.unwrap().unwrap();
+        assert_eq!(
+            (debug.max_nodes, debug.max_walltime_s, debug.total_nodes),
+            (Some(4), None, Some(32)),
+            "a lifted limit is cleared; the stated one stays"
+        );
+        let long = store.queue(site.id, "long").await.unwrap().unwrap();
+        assert_eq!(
+            (long.max_nodes, long.max_walltime_s, long.total_nodes),
+            (None, Some(86_400), None)
+        );
+        let l = predictors.limits("cluster", "debug").unwrap();
+        assert!(l.admits(shape(4, 100_000)), "the predictors follow");
+        assert_eq!(
+            l.exceeded(shape(5, 60)).unwrap().limit.as_str(),
+            "max_nodes"
+        );
     }
 }
 
