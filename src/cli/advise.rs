@@ -15,9 +15,11 @@ use crate::http::advice::AdviceOut;
 
 /// `qbets advise`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(after_help = "Exit codes: 0 at least one shape has a bound (ranked); 6 none has \
+#[command(
+    after_help = "Exit codes: 0 at least one shape has a bound (ranked); 6 none has \
     (too little history, queue may be down, or beyond every queue's limits); 2 the \
-    command line is wrong; 1, 3, 4, 5 as for the other commands.")]
+    command line is wrong; 1, 3, 4, 5 as for the other commands."
+)]
 pub struct AdviseArgs {
     /// A candidate shape, NODESxWALLTIME (4x1h, 16x20m, 2x01:30:00); repeat it. Not with
     /// --speedup.
@@ -27,7 +29,7 @@ pub struct AdviseArgs {
     /// A moldable job's speedup model: `simple`, or `downey:A:SIGMA` (A at least 1,
     /// SIGMA at least 0). Needs --runtime, --at and --nodes.
     #[arg(long, value_name = "MODEL", value_parser = speedup,
-          requires_all = ["runtime", "at", "nodes"])]
+          requires = "runtime", requires = "at", requires = "nodes")]
     pub speedup: Option<Value>,
     /// The moldable job's run time at --at nodes: seconds, [D-]HH:MM:SS, or 90m, 2h.
     #[arg(long, value_name = "T", value_parser = duration, requires = "speedup")]

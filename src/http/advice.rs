@@ -15,9 +15,7 @@ use super::bounds::{
     AnswerStatus, DEFAULT_LEVEL, Deadline, LimitView, bound_answer, deadline, deadline_answer,
 };
 use super::error::{ApiError, ApiResult, FieldError, Problem};
-use super::params::{
-    ApiJson, MAX_DURATION_S, format_time, format_walltime, object_only,
-};
+use super::params::{ApiJson, MAX_DURATION_S, format_time, format_walltime, object_only};
 use super::sites::DurationIn;
 use crate::engine::JobShape;
 use crate::service::AppState;
@@ -267,7 +265,10 @@ fn candidates(body: &AdviceIn) -> ApiResult<Vec<Shape>> {
         }
         (Some(list), None) => {
             if list.is_empty() {
-                return Err(ApiError::field("candidates", "must list at least one shape"));
+                return Err(ApiError::field(
+                    "candidates",
+                    "must list at least one shape",
+                ));
             }
             if list.len() > MAX_CANDIDATES {
                 return Err(ApiError::TooMany(FieldError::new(

@@ -88,10 +88,12 @@ pub fn derive(m: &Moldable) -> Result<Vec<(u32, i64)>, MoldError> {
         moldable: true,
     };
     if let Err(e) = molding.validate(m.max) {
-        let field = match e {
-            _ if e.starts_with("Downey") => "speedup",
-            _ if e.starts_with("run time") => "runtime",
-            _ => "at",
+        let field = if e.starts_with("Downey") {
+            "speedup"
+        } else if e.starts_with("run time") {
+            "runtime"
+        } else {
+            "at"
         };
         return bad(field, e);
     }
@@ -157,7 +159,10 @@ mod tests {
 
     #[test]
     fn derived_walltimes_follow_the_speedup_model() {
-        let speedup = Speedup::Downey { a: 32.0, sigma: 1.0 };
+        let speedup = Speedup::Downey {
+            a: 32.0,
+            sigma: 1.0,
+        };
         let m = Moldable {
             speedup,
             runtime_s: 7200,
@@ -178,7 +183,10 @@ mod tests {
         .unwrap_err();
         assert_eq!(bad.field, "speedup");
         assert_eq!(derive(&Moldable { at: 65, ..m }).unwrap_err().field, "at");
-        assert_eq!(derive(&Moldable { min: 0, ..m }).unwrap_err().field, "nodes.min");
+        assert_eq!(
+            derive(&Moldable { min: 0, ..m }).unwrap_err().field,
+            "nodes.min"
+        );
     }
 
     #[test]
@@ -196,6 +204,9 @@ mod tests {
             queue: r.3,
         });
         assert_eq!(ranks, vec![Some(1), Some(2), Some(3), None]);
-        assert_eq!(rows.iter().map(|r| r.1).collect::<Vec<_>>(), vec![8, 16, 4, 1]);
+        assert_eq!(
+            rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+            vec![8, 16, 4, 1]
+        );
     }
 }

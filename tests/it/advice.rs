@@ -40,7 +40,12 @@ pub async fn advice_app() -> TestApp {
         })
         .collect();
     let res = app
-        .json("POST", "/v1/sites/hpc/jobs", Some(&admin), &json!({"jobs": jobs}))
+        .json(
+            "POST",
+            "/v1/sites/hpc/jobs",
+            Some(&admin),
+            &json!({"jobs": jobs}),
+        )
         .await;
     assert_eq!(res.status, 200, "{}", res.text());
     app
@@ -66,7 +71,13 @@ async fn bound(app: &TestApp, queue: &str, nodes: i64, walltime: i64) -> Value {
 #[tokio::test]
 async fn shapes_rank_by_the_bound_plus_the_walltime() {
     let app = advice_app().await;
-    let shapes = [(1i64, 7200i64), (4, 1800), (64, 600), (128, 300), (256, 300)];
+    let shapes = [
+        (1i64, 7200i64),
+        (4, 1800),
+        (64, 600),
+        (128, 300),
+        (256, 300),
+    ];
     let body = json!({
         "site": "hpc",
         "candidates": shapes.iter().map(|(n, w)| json!({"nodes": n, "walltime": w}))
@@ -92,7 +103,10 @@ async fn shapes_rank_by_the_bound_plus_the_walltime() {
         assert_eq!(r["history_size"], single["history_size"], "{r}");
         match single["bound_s"].as_u64() {
             Some(b) => {
-                assert!(!seen_unranked, "a row with a number after one without: {out}");
+                assert!(
+                    !seen_unranked,
+                    "a row with a number after one without: {out}"
+                );
                 assert_eq!(r["finish_s"].as_u64(), Some(b + w as u64), "{r}");
                 ranked.push((b + w as u64, nodes, r["rank"].as_u64().unwrap()));
             }
@@ -117,7 +131,10 @@ async fn shapes_rank_by_the_bound_plus_the_walltime() {
         .find(|r| r["queue"] == "batch" && r["nodes"] == 256)
         .unwrap();
     assert_eq!(over["status"], "exceeds_limits", "{over}");
-    assert!(over["rank"].is_null() && over["bound_s"].is_null(), "{over}");
+    assert!(
+        over["rank"].is_null() && over["bound_s"].is_null(),
+        "{over}"
+    );
     assert_eq!(over["limit"]["name"], "max_nodes", "{over}");
     // The queue without history has no number for any shape.
     for r in rows.iter().filter(|r| r["queue"] == "empty") {
@@ -138,7 +155,10 @@ async fn a_moldable_job_gets_the_speedup_models_walltimes() {
     let mut nodes: Vec<i64> = rows.iter().map(|r| r["nodes"].as_i64().unwrap()).collect();
     nodes.sort_unstable();
     assert_eq!(nodes, vec![1, 2, 4, 8, 16, 32, 64], "{out}");
-    let speedup = Speedup::Downey { a: 32.0, sigma: 1.0 };
+    let speedup = Speedup::Downey {
+        a: 32.0,
+        sigma: 1.0,
+    };
     for r in rows {
         let n = r["nodes"].as_f64().unwrap();
         let want = runtime_at(speedup, 16.0, 7200.0, n).round().max(1.0) as i64;
@@ -177,7 +197,10 @@ async fn the_deadline_probability_is_the_deadline_endpoints() {
     let rows = out["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
     for r in rows {
-        let (n, w) = (r["nodes"].as_i64().unwrap(), r["walltime_s"].as_i64().unwrap());
+        let (n, w) = (
+            r["nodes"].as_i64().unwrap(),
+            r["walltime_s"].as_i64().unwrap(),
+        );
         let d = &r["deadline"];
         if w >= 14_400 {
             // Five hours of walltime cannot finish within four.
@@ -230,7 +253,9 @@ async fn bad_input_is_a_problem_naming_the_field() {
         .await
         .invalid(&["quantile", "deadline"]);
     post(json!({})).await.invalid(&["candidates"]);
-    post(json!({"candidates": []})).await.invalid(&["candidates"]);
+    post(json!({"candidates": []}))
+        .await
+        .invalid(&["candidates"]);
     let m = json!({"speedup": {"model": "simple"}, "runtime": 60, "at": 100,
                    "nodes": {"min": 1, "max": 64}});
     post(json!({"moldable": m})).await.invalid(&["moldable.at"]);
