@@ -42,6 +42,9 @@ enum Command {
     Job(cli::ask::JobArgs),
     /// Ask a server: every queue's bound for a job of this shape, shortest first.
     Rank(cli::ask::RankArgs),
+    /// Ask a server: which of a job's shapes (nodes × walltime, or a moldable job's
+    /// sizes) finishes first, by the bound on its wait plus its walltime.
+    Advise(cli::advise::AdviseArgs),
     /// Plan, make, follow or cancel virtual advance reservations on a server.
     Reserve(cli::reserve::ReserveArgs),
     /// Print a shell's completion script, e.g. `qbets completions bash >
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         Command::Deadline(args) => cli::ask::deadline(args),
         Command::Job(args) => cli::ask::job(args),
         Command::Rank(args) => cli::ask::rank(args),
+        Command::Advise(args) => cli::advise::run(args),
         Command::Reserve(args) => cli::reserve::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "qbets", &mut std::io::stdout());

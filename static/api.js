@@ -221,6 +221,7 @@ export function initChrome(current) {
   const links = [
     ["overview", "/ui/", "Overview"],
     ["reservations", "/ui/reservations.html", "Reservations"],
+    ["advice", "/ui/advice.html", "Which shape"],
     ["docs", "/docs", "API"],
   ];
   const nav = el(

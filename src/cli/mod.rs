@@ -3,6 +3,7 @@
 //!
 //! May import: anything the subcommand needs; the layers below stay pure.
 
+pub mod advise;
 pub mod ask;
 pub mod default_config;
 pub mod import;

@@ -1,4 +1,4 @@
-//! What the users' subcommands (`qbets bound|deadline|job|rank|reserve`) share: the
+//! What the users' subcommands (`qbets bound|deadline|job|rank|advise|reserve`) share: the
 //! server they ask (`--server`/`QBETS_URL`, `QBETS_TOKEN`), `--json`, the exit codes
 //! scripts test, the durations and times they accept, and plain-text tables.
 
@@ -24,7 +24,8 @@ pub mod exit {
     /// No token, or a token without the scope needed (401/403).
     pub const UNAUTHORIZED: u8 = 5;
     /// Answered without a number: too little history, or the queue may be down; for a
-    /// plan, no submission time meets the probability asked for.
+    /// plan, no submission time meets the probability asked for; for `advise`, no
+    /// candidate shape has a number.
     pub const NO_ANSWER: u8 = 6;
     /// `reserve watch`: the reservation ended other than succeeded (failed, cancelled,
     /// refused, error).
@@ -33,7 +34,7 @@ pub mod exit {
 
 /// The text `qbets --help` shows about exit codes and the server settings.
 pub const EXIT_CODES_HELP: &str = "\
-Asking a server (bound, deadline, job, rank, reserve):
+Asking a server (bound, deadline, job, rank, advise, reserve):
   --server URL or QBETS_URL (default http://127.0.0.1:8080); QBETS_TOKEN: a token
   from `qbets token create` (needed for reservations, and where reads need one).
 
@@ -46,7 +47,7 @@ Exit codes of those commands:
      reservation)
   5  no token, or the token lacks the scope needed
   6  answered without a number (too little history, queue may be down), or no plan
-     meets the probability
+     meets the probability; advise: no candidate shape has a number
   7  reserve watch: the reservation failed, was cancelled, refused or hit an error";
 
 /// Where the server is and how to answer.

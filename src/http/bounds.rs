@@ -40,7 +40,7 @@ pub fn router<S: Store>() -> Router<AppState<S>> {
 }
 
 /// The default quantile and confidence (as the original QBETS service).
-const DEFAULT_LEVEL: f64 = 0.95;
+pub(super) const DEFAULT_LEVEL: f64 = 0.95;
 
 /// Most queries in one `POST /v1/bounds`.
 pub const MAX_BATCH: usize = 1_000;
@@ -634,20 +634,33 @@ pub async fn get_bound<S: Store>(
         confidence.unwrap_or(DEFAULT_LEVEL),
     );
     let own = own.unwrap_or(0);
-    let a = ask(&state, &site, &queue, || {
-        state.predictors.with_predictor(&site, &queue, |p, at| {
+    let v = bound_answer(&state, &site, &queue, shape, (quantile, confidence), own).await?;
+    Ok(axum::Json(v))
+}
+
+/// `GET …/bound`'s answer for a job of `shape` behind `own` of the asker's jobs, at
+/// `levels` (quantile, confidence): the number, or why there is none (also when the
+/// job exceeds the queue's limits). 404 for an unknown site or queue.
+pub(super) async fn bound_answer<S: Store>(
+    state: &AppState<S>,
+    site: &str,
+    queue: &str,
+    shape: JobShape,
+    (quantile, confidence): (f64, f64),
+    own: u64,
+) -> ApiResult<BoundView> {
+    let a = ask(state, site, queue, || {
+        state.predictors.with_predictor(site, queue, |p, at| {
             p.bound_in(at, shape, p.view_behind(own), quantile, confidence)
         })
     })
     .await?;
-    let v = bound_view(&site, &queue, shape, a);
-    Ok(axum::Json(bound_within(
-        v,
-        exceeded(&state, &site, &queue, shape),
-    )))
+    let v = bound_view(site, queue, shape, a);
+    Ok(bound_within(v, exceeded(state, site, queue, shape)))
 }
 
 /// A deadline: a duration from `as_of`, or a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Deadline {
     In(i64),
     At(i64),
@@ -694,32 +707,51 @@ pub async fn get_deadline<S: Store>(
     fields.finish()?;
     let (shape, when) = (shape.expect("checked"), when.expect("checked"));
     let confidence = confidence.unwrap_or(DEFAULT_LEVEL);
-    let answer = ask(&state, &site, &queue, || {
-        state.predictors.with_predictor(&site, &queue, |p, at| {
+    match deadline_answer(&state, &site, &queue, shape, when, confidence, own).await? {
+        Ok(v) => Ok(axum::Json(v)),
+        Err(at) => Err(ApiError::field(
+            "deadline",
+            format!(
+                "is not after {} (the instant the site speaks for)",
+                format_time(at)
+            ),
+        )),
+    }
+}
+
+/// `GET …/deadline`'s answer for a job of `shape` behind `own` of the asker's jobs:
+/// the probability of starting by `when`, or why there is none; `Err(as_of)` when
+/// `when` is a time not after the instant the site speaks for. 404 for an unknown site
+/// or queue.
+pub(super) async fn deadline_answer<S: Store>(
+    state: &AppState<S>,
+    site: &str,
+    queue: &str,
+    shape: JobShape,
+    when: Deadline,
+    confidence: f64,
+    own: u64,
+) -> ApiResult<Result<DeadlineView, i64>> {
+    let answer = ask(state, site, queue, || {
+        state.predictors.with_predictor(site, queue, |p, at| {
             let deadline_s = match when {
                 Deadline::In(s) => s,
                 Deadline::At(t) if t > at => t - at,
-                Deadline::At(_) => {
-                    return Err(ApiError::field(
-                        "deadline",
-                        format!(
-                            "is not after {} (the instant the site speaks for)",
-                            format_time(at)
-                        ),
-                    ));
-                }
+                Deadline::At(_) => return Err(at),
             };
             Ok(p.probability_in(at, shape, p.view_behind(own), deadline_s as u64, confidence))
         })
     })
-    .await??;
-    let mut v = deadline_view(&site, &queue, shape, answer);
-    if let Some(e) = exceeded(&state, &site, &queue, shape) {
-        v.status = AnswerStatus::ExceedsLimits;
-        v.limit = Some(limit_view(&queue, e));
-        (v.probability, v.cluster, v.history_size) = (None, None, 0);
-    }
-    Ok(axum::Json(v))
+    .await?;
+    Ok(answer.map(|answer| {
+        let mut v = deadline_view(site, queue, shape, answer);
+        if let Some(e) = exceeded(state, site, queue, shape) {
+            v.status = AnswerStatus::ExceedsLimits;
+            v.limit = Some(limit_view(queue, e));
+            (v.probability, v.cluster, v.history_size) = (None, None, 0);
+        }
+        v
+    }))
 }
 
 /// A queue's clusters (service classes) with their current 0.95/0.95 bounds.

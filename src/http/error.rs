@@ -100,6 +100,9 @@ pub enum ApiError {
     /// The request asks for more than the queue or machine allows (422): each
     /// offending field with the limit named.
     ExceedsLimits(Vec<FieldError>),
+    /// The request asks for more at once than one call may (422): the field and its
+    /// limit.
+    TooMany(FieldError),
     /// The body did not arrive in time (408).
     RequestTimeout(String),
     /// The body is larger than the configured limit (413).
@@ -128,7 +131,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::NoPlan { .. } | ApiError::ExceedsLimits(_) => {
+            ApiError::NoPlan { .. } | ApiError::ExceedsLimits(_) | ApiError::TooMany(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -179,6 +182,16 @@ impl ApiError {
                     .collect::<Vec<_>>()
                     .join("; "),
                 errors: errors.clone(),
+                best_probability: None,
+                best_submit_at: None,
+                reservation: None,
+            },
+            ApiError::TooMany(e) => Problem {
+                kind: "urn:qbets:problem:too-many".into(),
+                title: "Too many at once".into(),
+                status: status.as_u16(),
+                detail: format!("{}: {}", e.field, e.detail),
+                errors: vec![e.clone()],
                 best_probability: None,
                 best_submit_at: None,
                 reservation: None,

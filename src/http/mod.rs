@@ -5,6 +5,7 @@
 //! This is the only module that knows axum, tower and utoipa. May import: the service
 //! layer and the store's trait and domain types (never SQL).
 
+pub mod advice;
 pub mod auth;
 pub mod bounds;
 pub mod dashboard;
@@ -64,6 +65,7 @@ use error::{ApiError, FieldError, Problem};
         bounds::list_clusters,
         bounds::list_bounds,
         bounds::post_bounds,
+        advice::post_advice,
         jobs::get_job,
         reservations::post_varq_plan,
         reservations::post_covarq_plan,
@@ -205,6 +207,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .merge(sites::router())
         .merge(ingest::router())
         .merge(bounds::router())
+        .merge(advice::router())
         .merge(jobs::router())
         .merge(reservations::router())
         .merge(ops::router())

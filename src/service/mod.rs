@@ -6,6 +6,7 @@
 //! engine and the simulator (pure), tokio, tracing, prometheus-client, sha2/subtle/rand for tokens and user keys. No SQL and no HTTP
 //! types: those stay in `src/store` and `src/http`.
 
+pub mod advice;
 pub mod clock;
 pub mod demo;
 mod feed;

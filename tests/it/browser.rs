@@ -847,3 +847,70 @@ async fn a_reservation_is_made_followed_and_cancelled_in_the_browser() {
         .await;
     s.quit().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn which_shape_waits_less_in_the_browser() {
+    let app = crate::advice::advice_app().await;
+    let base = app.listen().await;
+    let shots = screenshot_dir();
+    let driver = Driver::start().await;
+    let s = driver.session(1280, 1000).await;
+    s.goto(&format!("{base}/ui/advice.html")).await;
+    // The page is in the navigation, marked as the current one.
+    s.wait_for(
+        "the navigation",
+        WAIT,
+        r#"const a = document.querySelector('nav a[href="/ui/advice.html"]');
+           return a && a.getAttribute('aria-current') === 'page'"#,
+    )
+    .await;
+    s.wait_for(
+        "the sites in the form",
+        WAIT,
+        r#"const s = document.getElementById('site');
+           if (!s.querySelector('option[value="hpc"]')) return false;
+           s.value = 'hpc'; return true"#,
+    )
+    .await;
+    s.fill("#queue", "batch").await;
+    s.fill("#shapes", "1x01:00:00, 4x00:30:00, 256x300").await;
+    s.click("#advise-button").await;
+    let shown = s
+        .wait_for(
+            "the ranked rows",
+            WAIT,
+            r#"const e = document.getElementById('advice-error');
+               if (!e.hidden) return 'refused: ' + e.innerText;
+               const rows = [...document.querySelectorAll('#advice-table tbody tr')];
+               return rows.map(r => [...r.cells].slice(0, 5).map(c => c.textContent))"#,
+        )
+        .await;
+    let body = json!({"site": "hpc", "queue": "batch", "candidates": [
+        {"nodes": 1, "walltime": "01:00:00"}, {"nodes": 4, "walltime": "00:30:00"},
+        {"nodes": 256, "walltime": 300}]});
+    let api = app.json("POST", "/v1/advice", None, &body).await.json();
+    let want: Vec<Value> = api["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            json!([
+                r["rank"]
+                    .as_u64()
+                    .map_or("—".to_string(), |k| k.to_string()),
+                r["nodes"].to_string(),
+                r["walltime"],
+                r["site"],
+                r["queue"]
+            ])
+        })
+        .collect();
+    assert_eq!(shown, Value::Array(want), "{api}");
+    assert_eq!(shown[0][0], "1");
+    assert_eq!(
+        shown[2][0], "—",
+        "the shape beyond the queue's limits is unranked"
+    );
+    s.screenshot_page(&shots.join("advice-1280.png")).await;
+    s.quit().await;
+}

@@ -795,3 +795,125 @@ async fn the_demo_answers_the_command_line_and_takes_its_own_tokens() {
     let run = qbets(&base, None, &defaults("01:00:00")).await.expect(6);
     assert!(run.stderr.contains("limits the walltime"), "{}", run.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advise_ranks_shapes_as_the_api_does() {
+    let app = crate::advice::advice_app().await;
+    let base = app.listen().await;
+    let run = qbets(
+        &base,
+        None,
+        &[
+            "advise", "--site", "hpc", "--queue", "batch", "--shape", "1x1h", "--shape", "4x30m",
+            "--shape", "256x5m", "--json",
+        ],
+    )
+    .await
+    .expect(0);
+    let body = json!({"site": "hpc", "queue": "batch", "candidates": [
+        {"nodes": 1, "walltime": 3600}, {"nodes": 4, "walltime": 1800},
+        {"nodes": 256, "walltime": 300}]});
+    let api = app.json("POST", "/v1/advice", None, &body).await.json();
+    assert_eq!(run.json(), api);
+    assert_eq!(api["ranked"], 2, "{api}");
+
+    // The table: ranks 1 and 2, then the shape beyond the queue's limits, unranked.
+    let run = qbets(
+        &base,
+        None,
+        &[
+            "advise",
+            "--site",
+            "hpc",
+            "--queue",
+            "batch",
+            "--shape",
+            "1x1h",
+            "--shape",
+            "4x30m",
+            "--shape",
+            "256x5m",
+            "--deadline",
+            "+4h",
+        ],
+    )
+    .await
+    .expect(0);
+    let rows: Vec<Vec<&str>> = run
+        .stdout
+        .lines()
+        .skip(1)
+        .take(3)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let api_rows = api["rows"].as_array().unwrap();
+    for (row, r) in rows.iter().zip(api_rows) {
+        assert_eq!(row[1], r["nodes"].to_string(), "{}", run.stdout);
+    }
+    assert_eq!(rows[0][0], "1", "{}", run.stdout);
+    assert_eq!(rows[1][0], "2", "{}", run.stdout);
+    assert_eq!(rows[2][..2], ["—", "256"], "{}", run.stdout);
+    assert!(run.stdout.contains("exceeds_limits"), "{}", run.stdout);
+    assert!(run.stdout.contains("IN TIME"), "{}", run.stdout);
+
+    // A moldable job: one row per size the speedup model gives.
+    let run = qbets(
+        &base,
+        None,
+        &[
+            "advise",
+            "--site",
+            "hpc",
+            "--queue",
+            "batch",
+            "--speedup",
+            "downey:32:1",
+            "--runtime",
+            "2h",
+            "--at",
+            "16",
+            "--nodes",
+            "1..64",
+            "--json",
+        ],
+    )
+    .await
+    .expect(0);
+    assert_eq!(run.json()["rows"].as_array().unwrap().len(), 7);
+
+    // No shape with a number (a queue without history): exit code 6.
+    let run = qbets(
+        &base,
+        None,
+        &[
+            "advise", "--site", "hpc", "--queue", "empty", "--shape", "1x1h",
+        ],
+    )
+    .await
+    .expect(6);
+    assert!(
+        run.stdout.contains("No shape has a bound"),
+        "{}",
+        run.stdout
+    );
+    // Usage errors: 2; a site the server does not know: 4.
+    qbets(&base, None, &["advise", "--shape", "4"])
+        .await
+        .expect(2);
+    qbets(&base, None, &["advise"]).await.expect(2);
+    qbets(
+        &base,
+        None,
+        &["advise", "--shape", "1x1h", "--speedup", "simple"],
+    )
+    .await
+    .expect(2);
+    let run = qbets(
+        &base,
+        None,
+        &["advise", "--site", "nowhere", "--shape", "1x1h"],
+    )
+    .await
+    .expect(4);
+    assert!(run.stderr.contains("no site named"), "{}", run.stderr);
+}

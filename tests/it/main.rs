@@ -4,6 +4,7 @@
 //! fail when a trace is missing. The store and HTTP tests run on a fresh database each
 //! (`support::TestDb`: SQLite, or PostgreSQL when `TEST_DATABASE_URL` is set).
 
+mod advice;
 mod bounded_input;
 mod bounds;
 mod browser;

@@ -566,6 +566,7 @@ async fn the_openapi_request_examples_are_taken() {
     assert_eq!(
         taken,
         [
+            "post /v1/advice",
             "post /v1/bounds",
             "post /v1/coallocations",
             "post /v1/plans/covarq",
