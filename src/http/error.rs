@@ -100,6 +100,9 @@ pub enum ApiError {
     /// The request asks for more than the queue or machine allows (422): each
     /// offending field with the limit named.
     ExceedsLimits(Vec<FieldError>),
+    /// The request is well formed but this server cannot do what it asks (422): each
+    /// field at fault with why (e.g. a webhook on a server with no signing secret).
+    Unprocessable(Vec<FieldError>),
     /// The body did not arrive in time (408).
     RequestTimeout(String),
     /// The body is larger than the configured limit (413).
@@ -128,7 +131,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::NoPlan { .. } | ApiError::ExceedsLimits(_) => {
+            ApiError::NoPlan { .. } | ApiError::ExceedsLimits(_) | ApiError::Unprocessable(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -176,6 +179,20 @@ impl ApiError {
                 detail: errors
                     .iter()
                     .map(|e| e.detail.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                errors: errors.clone(),
+                best_probability: None,
+                best_submit_at: None,
+                reservation: None,
+            },
+            ApiError::Unprocessable(errors) => Problem {
+                kind: "urn:qbets:problem:unprocessable".into(),
+                title: "Not possible on this server".into(),
+                status: status.as_u16(),
+                detail: errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.field, e.detail))
                     .collect::<Vec<_>>()
                     .join("; "),
                 errors: errors.clone(),

@@ -147,6 +147,7 @@ impl StoreTask for Reserve {
                     command: "true".into(),
                     run_mode: RunMode::Hold,
                     on_failure: OnFailure::Cancel,
+                    webhook: None,
                 },
                 state: ReservationState::Planned,
                 plan: Some(PlanFields {
