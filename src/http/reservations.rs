@@ -866,11 +866,13 @@ fn webhook_signable<S: Store>(
     webhook: Option<&str>,
 ) -> ApiResult<()> {
     if webhook.is_some() && state.webhook_secret.is_none() {
-        return Err(ApiError::Unprocessable(vec![super::error::FieldError::new(
-            name,
-            "this server sends no webhooks: it has no signing secret \
+        return Err(ApiError::Unprocessable(vec![
+            super::error::FieldError::new(
+                name,
+                "this server sends no webhooks: it has no signing secret \
              ([reservations] webhook_secret_env in its configuration)",
-        )]));
+            ),
+        ]));
     }
     Ok(())
 }

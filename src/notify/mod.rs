@@ -258,7 +258,9 @@ impl<S: Store> Deliverer<S> {
                         }
                     }
                 };
-                self.store.record_webhook(row.id, &self.id, &outcome).await?;
+                self.store
+                    .record_webhook(row.id, &self.id, &outcome)
+                    .await?;
             }
             if !any_delivered {
                 break;

@@ -476,12 +476,13 @@ macro_rules! reservation_store_methods {
         limit: i64,
     ) -> StoreResult<Vec<WebhookDelivery>> {
         // A reservation's events go in order: a row waits while an earlier one of the
-        // same reservation is neither delivered nor given up. Picked once, in a
+        // same reservation is neither delivered nor given up. A row never tried is due
+        // whatever clock stamped it (the demo's runs ahead of the wall clock). Picked once, in a
         // materialized CTE, and checked again on the row updated (as claim_reservations).
         let rows = sqlx::query_as::<_, WebhookRow>(concat!(
             "WITH picked AS MATERIALIZED (SELECT o.id FROM webhook_outbox o \
                  WHERE o.delivered_at IS NULL AND o.gave_up_at IS NULL \
-                   AND o.next_attempt_at <= $1 \
+                   AND (o.next_attempt_at <= $1 OR o.attempts = 0) \
                    AND (o.lease_until IS NULL OR o.lease_until < $1) \
                    AND NOT EXISTS (SELECT 1 FROM webhook_outbox e \
                      WHERE e.reservation_id = o.reservation_id AND e.id < o.id \

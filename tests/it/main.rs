@@ -32,5 +32,5 @@ mod store_away;
 mod store_story;
 mod support;
 mod varq_generality;
-mod webhooks;
 mod webdriver;
+mod webhooks;

@@ -296,10 +296,7 @@ async fn delivers_each_change_once_in_order_signed(db: TestDb) {
         .get(&format!("/v1/reservations/{a}"), Some(&alice))
         .await
         .json();
-    assert!(
-        view["webhook"].as_str().unwrap().ends_with("/a"),
-        "{view}"
-    );
+    assert!(view["webhook"].as_str().unwrap().ends_with("/a"), "{view}");
     let deliveries = view["webhook_deliveries"].as_array().unwrap();
     let shown: Vec<(&str, &str, i64)> = deliveries
         .iter()
@@ -349,7 +346,11 @@ impl StoreTask for Down {
         let r = seed(&store, &url, t, t + 600, t).await;
         for (from, to, at) in [
             (ReservationState::Planned, ReservationState::Submitted, t),
-            (ReservationState::Submitted, ReservationState::Started, t + 1),
+            (
+                ReservationState::Submitted,
+                ReservationState::Started,
+                t + 1,
+            ),
         ] {
             let tr = Transition::new(from, to, at, "by the test");
             assert!(store.transition_reservation(r.id, &tr).await.unwrap());
@@ -429,7 +430,12 @@ impl StoreTask for Down {
                 .is_empty()
         );
         let late = WebhookOutcome::Delivered { at: t + 42 };
-        assert!(!store.record_webhook(claimed[0].id, "two", &late).await.unwrap());
+        assert!(
+            !store
+                .record_webhook(claimed[0].id, "two", &late)
+                .await
+                .unwrap()
+        );
         let taken = store
             .claim_webhooks(t + 101, "two", t + 161, 10)
             .await
@@ -444,12 +450,20 @@ impl StoreTask for Down {
             next_attempt_at: t + 40 + 86_400,
             give_up: false,
         };
-        assert!(store.record_webhook(taken[0].id, "two", &gone).await.unwrap());
+        assert!(
+            store
+                .record_webhook(taken[0].id, "two", &gone)
+                .await
+                .unwrap()
+        );
         self.receiver.set_status(500);
         let report = d.tick().await.unwrap();
         assert_eq!(report.gave_up, 1, "{report:?}");
         let last = rows().await.pop().unwrap();
-        assert!(last.gave_up_at.is_some() && last.delivered_at.is_none(), "{last:?}");
+        assert!(
+            last.gave_up_at.is_some() && last.delivered_at.is_none(),
+            "{last:?}"
+        );
     }
 }
 
