@@ -494,6 +494,15 @@ fn reservation(webhook: &str) -> Value {
     })
 }
 
+fn coallocation(webhook: &str) -> Value {
+    json!({
+        "reservations": [{"nodes": 1, "walltime": 300, "start_at": "2024-05-01T13:00:00Z",
+                          "command": "hostname"}],
+        "candidates": [{"site": "nowhere", "queue": "debug"}],
+        "webhook": webhook,
+    })
+}
+
 #[tokio::test]
 async fn a_bad_webhook_url_is_refused_naming_the_field() {
     let app = TestApp::on(TestDb::sqlite())
@@ -513,6 +522,14 @@ async fn a_bad_webhook_url_is_refused_naming_the_field() {
             .json("POST", "/v1/reservations", Some(&alice), &reservation(bad))
             .await;
         r.invalid(&["webhook"]);
+        app.json(
+            "POST",
+            "/v1/coallocations",
+            Some(&alice),
+            &coallocation(bad),
+        )
+        .await
+        .invalid(&["webhook"]);
     }
     // A good one passes the checks (and meets the unknown site).
     let r = app
@@ -544,6 +561,16 @@ async fn a_webhook_without_a_signing_secret_is_refused_with_422() {
         p["detail"].as_str().unwrap().contains("webhook_secret_env"),
         "{p}"
     );
+    let p = app
+        .json(
+            "POST",
+            "/v1/coallocations",
+            Some(&alice),
+            &coallocation("https://example.org/hook"),
+        )
+        .await
+        .problem(422);
+    assert_eq!(p["errors"][0]["field"], "webhook", "{p}");
     // Without a webhook the same request goes on (to the unknown site).
     let mut plain = reservation("x");
     plain.as_object_mut().unwrap().remove("webhook");
