@@ -7,6 +7,7 @@
 //! - [`trace`]: workload trace formats (SWF).
 //! - [`sources`]: schedulers we read job records from (Slurm's REST API).
 //! - [`submit`]: schedulers we submit reservations to (Slurm's REST API).
+//! - [`notify`]: reservation webhooks: signed POSTs of state changes, from the store's outbox.
 //! - [`store`]: storage (SQLite and PostgreSQL) — the only module that speaks SQL.
 //! - [`http`]: the REST API (axum, utoipa) — the only module that knows HTTP.
 //! - [`config`]: the service configuration (TOML layered with environment and flags).
@@ -19,6 +20,7 @@ pub mod client;
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod notify;
 pub mod plan;
 pub mod service;
 pub mod sim;

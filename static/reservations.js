@@ -289,6 +289,8 @@ async function create(event) {
         command: createForm.command.value,
         run_mode: createForm.run_mode.value,
         on_failure: createForm.on_failure.value,
+        // Optional: only sent when given (a server without a webhook secret refuses it).
+        ...(createForm.webhook.value.trim() ? { webhook: createForm.webhook.value.trim() } : {}),
       },
       headers: { "Idempotency-Key": lastKey },
     });

@@ -86,6 +86,10 @@ pub enum ReserveCommand {
         /// `cancel` (default) or `keep` the remote job when the reservation fails.
         #[arg(long, value_parser = ["cancel", "keep"])]
         on_failure: Option<String>,
+        /// An http(s) URL the server POSTs each state change of the reservation to,
+        /// signed (the server needs `[reservations] webhook_secret_env`).
+        #[arg(long, value_name = "URL")]
+        webhook: Option<String>,
         /// A key of your choosing: the same command run again with it makes no second
         /// reservation.
         #[arg(long, value_name = "KEY")]
@@ -164,6 +168,7 @@ async fn reserve(args: ReserveArgs) -> Result<u8, Failure> {
             command,
             run_mode,
             on_failure,
+            webhook,
             idempotency_key,
             watch,
             interval,
@@ -177,6 +182,9 @@ async fn reserve(args: ReserveArgs) -> Result<u8, Failure> {
             }
             if let Some(f) = on_failure {
                 body["on_failure"] = json!(f);
+            }
+            if let Some(url) = webhook {
+                body["webhook"] = json!(url);
             }
             let r: ReservationView = client
                 .post("/v1/reservations", &body, idempotency_key.as_deref())
@@ -384,6 +392,7 @@ fn print_reservation(r: &ReservationView) {
         ),
         ("remote job", or_dash(r.remote_job_id.clone())),
         ("command", r.command.clone()),
+        ("webhook", or_dash(r.webhook.clone())),
     ];
     for (k, v) in rows {
         t.row(vec![k.to_string(), v]);
@@ -397,6 +406,31 @@ fn print_reservation(r: &ReservationView) {
                 e.at.clone(),
                 e.state.as_str().into(),
                 e.reason.clone(),
+            ]);
+        }
+        t.print();
+    }
+    if let Some(deliveries) = r.webhook_deliveries.as_ref().filter(|d| !d.is_empty()) {
+        println!();
+        let mut t = Table::new(&["EVENT", "STATE", "DELIVERY", "ATTEMPTS", "WHEN / ERROR"]);
+        for d in deliveries {
+            let when = d
+                .delivered_at
+                .clone()
+                .or_else(|| d.gave_up_at.clone())
+                .or_else(|| {
+                    d.next_attempt_at.as_ref().map(|n| match &d.last_error {
+                        Some(e) => format!("next {n}: {e}"),
+                        None => format!("next {n}"),
+                    })
+                })
+                .unwrap_or_default();
+            t.row(vec![
+                d.event_id.clone(),
+                d.state.clone(),
+                d.status.clone(),
+                d.attempts.to_string(),
+                when,
             ]);
         }
         t.print();

@@ -242,8 +242,16 @@ impl StoreTask for Serve {
         let sites = self.config.sites.clone();
         let batch_size = self.config.import.batch_size;
         let reservations = self.config.reservations.clone();
+        let webhook_secret = reservations
+            .webhook_secret_env
+            .as_deref()
+            .map(crate::notify::WebhookSecret::from_env)
+            .transpose()
+            .map_err(anyhow::Error::msg)
+            .context("cannot set up reservation webhooks")?;
         let state = AppState::new(store.clone(), self.config, predictors, clock.clone())
-            .with_submitters(submitters.clone());
+            .with_submitters(submitters.clone())
+            .with_webhook_secret(webhook_secret.clone());
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let halt_at = halt_point()?;
         let executor = reservations.executor.then(|| {
@@ -267,6 +275,28 @@ impl StoreTask for Serve {
                 let _ = stopped.wait_for(|s| *s).await;
             }))
         });
+        // Reservation webhooks, sent from the store's outbox by every replica (a row is
+        // leased to one sender at a time).
+        let deliverer = match webhook_secret {
+            Some(secret) => {
+                let deliverer = crate::notify::Deliverer::new(
+                    state.store.clone(),
+                    clock.clone(),
+                    secret,
+                    format!("{}-webhooks", executor_id()),
+                )
+                .map_err(anyhow::Error::msg)?;
+                tracing::info!("reservation webhooks deliverer started");
+                let mut stopped = stopped.clone();
+                Some(tokio::spawn(deliverer.run(
+                    std::time::Duration::from_secs(1),
+                    async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    },
+                )))
+            }
+            None => None,
+        };
         let demo = match (self.demo, demo_scheduler) {
             (Some(opts), Some((site, scheduler))) => {
                 // The demo's reservations run by its clock, on its machine, inside its
@@ -323,7 +353,7 @@ impl StoreTask for Serve {
         sources.stop().await;
         let _ = stop.send(true);
         // The demo stops between steps (its executor inside them), like the executor.
-        for task in executor.into_iter().chain(demo) {
+        for task in executor.into_iter().chain(deliverer).chain(demo) {
             let _ = task.await;
         }
         tracing::info!("stopped");

@@ -105,6 +105,9 @@ pub struct ReservationsConfig {
     /// must outlast one submission attempt: at least three times every site's submit
     /// `timeout_s` (a look-up and a submission, each bounded by it).
     pub lease_s: u64,
+    /// The environment variable holding the secret reservation webhooks are signed with
+    /// (HMAC-SHA256, at least 16 bytes). Unset: reservations with a webhook are refused.
+    pub webhook_secret_env: Option<String>,
 }
 
 const fn default_executor() -> bool {
@@ -123,6 +126,7 @@ impl Default for ReservationsConfig {
             executor: default_executor(),
             tick_s: default_tick_s(),
             lease_s: default_lease_s(),
+            webhook_secret_env: None,
         }
     }
 }

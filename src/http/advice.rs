@@ -271,13 +271,13 @@ fn candidates(body: &AdviceIn) -> ApiResult<Vec<Shape>> {
                 ));
             }
             if list.len() > MAX_CANDIDATES {
-                return Err(ApiError::TooMany(FieldError::new(
+                return Err(ApiError::Unprocessable(vec![FieldError::new(
                     "candidates",
                     format!(
                         "at most {MAX_CANDIDATES} shapes per call, got {}",
                         list.len()
                     ),
-                )));
+                )]));
             }
             let mut shapes = Vec::with_capacity(list.len());
             for (i, c) in list.iter().enumerate() {

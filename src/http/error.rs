@@ -100,9 +100,10 @@ pub enum ApiError {
     /// The request asks for more than the queue or machine allows (422): each
     /// offending field with the limit named.
     ExceedsLimits(Vec<FieldError>),
-    /// The request asks for more at once than one call may (422): the field and its
-    /// limit.
-    TooMany(FieldError),
+    /// The request is well formed but this server cannot do what it asks (422): each
+    /// field at fault with why (e.g. a webhook on a server with no signing secret, more
+    /// candidates than one call takes).
+    Unprocessable(Vec<FieldError>),
     /// The body did not arrive in time (408).
     RequestTimeout(String),
     /// The body is larger than the configured limit (413).
@@ -131,7 +132,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::NoPlan { .. } | ApiError::ExceedsLimits(_) | ApiError::TooMany(_) => {
+            ApiError::NoPlan { .. } | ApiError::ExceedsLimits(_) | ApiError::Unprocessable(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -186,12 +187,16 @@ impl ApiError {
                 best_submit_at: None,
                 reservation: None,
             },
-            ApiError::TooMany(e) => Problem {
-                kind: "urn:qbets:problem:too-many".into(),
-                title: "Too many at once".into(),
+            ApiError::Unprocessable(errors) => Problem {
+                kind: "urn:qbets:problem:unprocessable".into(),
+                title: "Not possible on this server".into(),
                 status: status.as_u16(),
-                detail: format!("{}: {}", e.field, e.detail),
-                errors: vec![e.clone()],
+                detail: errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.field, e.detail))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                errors: errors.clone(),
                 best_probability: None,
                 best_submit_at: None,
                 reservation: None,

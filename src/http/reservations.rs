@@ -27,7 +27,7 @@ use crate::service::planning::{PredictorOracle, compute, oracle_for};
 use crate::service::reservations::{self as resv, ReservationError, new_uid, plan_fields};
 use crate::store::{
     NewCoallocation, NewReservation, Reservation, ReservationEvent, ReservationRequest, Store,
-    StoreError,
+    StoreError, WebhookDelivery,
 };
 
 /// The routes of this resource.
@@ -175,6 +175,11 @@ pub struct ReservationIn {
     /// Cancel the remote job when the reservation fails (default) or keep it.
     #[schema(schema_with = on_failure_schema)]
     pub on_failure: Option<OnFailure>,
+    /// An http or https URL its state changes (submitted, at_risk, started,
+    /// succeeded, failed, cancelled, error) are POSTed to, signed (docs/reservations.md);
+    /// needs `[reservations] webhook_secret_env` on the server.
+    #[schema(max_length = 2048, pattern = "^[hH][tT][tT][pP][sS]?://")]
+    pub webhook: Option<String>,
 }
 
 /// One reservation of a co-allocation.
@@ -234,6 +239,10 @@ pub struct CovarqIn {
     /// (default) or keep it.
     #[schema(schema_with = on_failure_schema)]
     pub on_failure: Option<OnFailure>,
+    /// For co-allocations: an http or https URL every member's state changes are
+    /// POSTed to, signed (as a reservation's `webhook`).
+    #[schema(max_length = 2048, pattern = "^[hH][tT][tT][pP][sS]?://")]
+    pub webhook: Option<String>,
 }
 
 object_only!(VarqIn, ReservationIn, CoItemIn, CandidateIn, CovarqIn);
@@ -396,6 +405,82 @@ pub struct ReservationView {
     /// Its events, oldest first (single reservation only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<Vec<EventView>>,
+    /// The URL its state changes are POSTed to, if any.
+    pub webhook: Option<String>,
+    /// Each state change sent (or to be sent) to the webhook, oldest first (single
+    /// reservation with a webhook only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_deliveries: Option<Vec<DeliveryView>>,
+}
+
+/// One state change's webhook delivery.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DeliveryView {
+    /// The event id (the `Qbets-Event-Id` header).
+    pub event_id: String,
+    /// The reservation's state it tells of (`at_risk`: re-planned at risk).
+    pub state: String,
+    /// `pending` (to be tried, maybe again), `delivered` or `gave_up`.
+    #[schema(schema_with = delivery_status_schema)]
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// When the receiver took it.
+    #[schema(format = DateTime)]
+    pub delivered_at: Option<String>,
+    /// When the next attempt is due (pending only).
+    #[schema(format = DateTime)]
+    pub next_attempt_at: Option<String>,
+    /// When the deliverer stopped trying (24 h after the change).
+    #[schema(format = DateTime)]
+    pub gave_up_at: Option<String>,
+    /// Why the last attempt failed.
+    pub last_error: Option<String>,
+}
+
+fn delivery_status_schema() -> utoipa::openapi::Object {
+    names("Delivery status", ["pending", "delivered", "gave_up"])
+}
+
+fn delivery_view(d: WebhookDelivery) -> DeliveryView {
+    let status = if d.delivered_at.is_some() {
+        "delivered"
+    } else if d.gave_up_at.is_some() {
+        "gave_up"
+    } else {
+        "pending"
+    };
+    DeliveryView {
+        event_id: d.id.to_string(),
+        state: d.state,
+        status: status.into(),
+        attempts: d.attempts,
+        delivered_at: d.delivered_at.map(format_time),
+        next_attempt_at: (status == "pending").then(|| format_time(d.next_attempt_at)),
+        gave_up_at: d.gave_up_at.map(format_time),
+        last_error: d.last_error,
+    }
+}
+
+/// A reservation as shown alone: with its events and, when it names a webhook, its
+/// deliveries.
+async fn full_view<S: Store>(state: &AppState<S>, r: Reservation) -> ApiResult<ReservationView> {
+    let events = state.store.reservation_events(r.id).await?;
+    let deliveries = match r.request.webhook {
+        Some(_) => Some(
+            state
+                .store
+                .webhook_deliveries(r.id)
+                .await?
+                .into_iter()
+                .map(delivery_view)
+                .collect(),
+        ),
+        None => None,
+    };
+    let mut view = reservation_view(r, Some(events));
+    view.webhook_deliveries = deliveries;
+    Ok(view)
 }
 
 fn reservation_view(r: Reservation, events: Option<Vec<ReservationEvent>>) -> ReservationView {
@@ -415,6 +500,8 @@ fn reservation_view(r: Reservation, events: Option<Vec<ReservationEvent>>) -> Re
         command: q.command,
         run_mode: q.run_mode,
         on_failure: q.on_failure,
+        webhook: q.webhook,
+        webhook_deliveries: None,
         state: r.state,
         at_risk: r.at_risk,
         plan: r.plan.map(|p| StoredPlanView {
@@ -763,6 +850,33 @@ pub async fn post_varq_plan<S: Store>(
     }))
 }
 
+fn check_webhook(fields: &mut Fields, name: &str, webhook: Option<&str>) {
+    if let Some(url) = webhook
+        && let Err(e) = crate::notify::check_url(url)
+    {
+        fields.refuse(name, e);
+    }
+}
+
+/// A webhook can be signed only when the server has a secret: refused (422) otherwise,
+/// rather than stored and never sent.
+fn webhook_signable<S: Store>(
+    state: &AppState<S>,
+    name: &str,
+    webhook: Option<&str>,
+) -> ApiResult<()> {
+    if webhook.is_some() && state.webhook_secret.is_none() {
+        return Err(ApiError::Unprocessable(vec![
+            super::error::FieldError::new(
+                name,
+                "this server sends no webhooks: it has no signing secret \
+             ([reservations] webhook_secret_env in its configuration)",
+            ),
+        ]));
+    }
+    Ok(())
+}
+
 fn check_command(fields: &mut Fields, name: &str, command: &str) {
     // Characters, as the schema's maxLength counts them (not bytes).
     if command.trim().is_empty() || command.chars().count() > 4096 || command.contains('\0') {
@@ -826,11 +940,7 @@ async fn replayed<S: Store>(
     if !same {
         return Err(key_reused(key, "reservation", &existing.request.uid));
     }
-    let events = state.store.reservation_events(existing.id).await?;
-    Ok((
-        StatusCode::OK,
-        Json(reservation_view(existing, Some(events))),
-    ))
+    Ok((StatusCode::OK, Json(full_view(state, existing).await?)))
 }
 
 /// The answer to a request whose key already made co-allocation `existing`: it as it
@@ -871,7 +981,7 @@ async fn replayed_coallocation<S: Store>(
         (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The site takes no reservations (no submit target), or the Idempotency-Key was used for other parameters", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "No submission time meets the probability, or the request exceeds the queue's limits (named)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No submission time meets the probability, the request exceeds the queue's limits (named), or it names a webhook and the server has no signing secret", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -896,7 +1006,9 @@ pub async fn post_reservation<S: Store>(
         b.step.as_ref(),
     );
     check_command(&mut fields, "command", &b.command);
+    check_webhook(&mut fields, "webhook", b.webhook.as_deref());
     fields.finish()?;
+    webhook_signable(&state, "webhook", b.webhook.as_deref())?;
     let parsed = parsed.ok_or_else(|| ApiError::BadRequest("invalid request".into()))?;
     let request = ReservationRequest {
         uid: new_uid("r"),
@@ -913,6 +1025,7 @@ pub async fn post_reservation<S: Store>(
         command: b.command,
         run_mode: b.run_mode.unwrap_or_default(),
         on_failure: b.on_failure.unwrap_or_default(),
+        webhook: b.webhook,
     };
     let made_with_key = async |key: &str| {
         state
@@ -962,8 +1075,7 @@ pub async fn post_reservation<S: Store>(
         }
         (inserted, _) => inserted?,
     };
-    let events = state.store.reservation_events(r.id).await?;
-    Ok((StatusCode::CREATED, Json(reservation_view(r, Some(events)))))
+    Ok((StatusCode::CREATED, Json(full_view(&state, r).await?)))
 }
 
 /// The caller's reservations, newest first, a page at a time (`limit`, and `before`
@@ -1056,8 +1168,7 @@ pub async fn get_reservation<S: Store>(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<ReservationView>> {
     let r = own(&state, &caller, &id).await?;
-    let events = state.store.reservation_events(r.id).await?;
-    Ok(Json(reservation_view(r, Some(events))))
+    Ok(Json(full_view(&state, r).await?))
 }
 
 fn cancel_error(e: ReservationError) -> ApiError {
@@ -1099,8 +1210,7 @@ pub async fn delete_reservation<S: Store>(
     )
     .await
     .map_err(cancel_error)?;
-    let events = state.store.reservation_events(after.id).await?;
-    Ok(Json(reservation_view(after, Some(events))))
+    Ok(Json(full_view(&state, after).await?))
 }
 
 /// A validated CO-VARQ request.
@@ -1374,7 +1484,7 @@ pub async fn post_covarq_plan<S: Store>(
         (status = 400, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such site or queue among the candidates", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A candidate site takes no reservations, or the Idempotency-Key was used for other parameters", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A reservation cannot reach P_indep", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A reservation cannot reach P_indep, or a webhook is named and the server has no signing secret", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -1386,6 +1496,10 @@ pub async fn post_coallocation<S: Store>(
 ) -> ApiResult<(StatusCode, Json<CoallocationOut>)> {
     let key = idempotency_key(&headers)?;
     let co = parse_covarq(&b, true)?;
+    let mut fields = Fields::new();
+    check_webhook(&mut fields, "webhook", b.webhook.as_deref());
+    fields.finish()?;
+    webhook_signable(&state, "webhook", b.webhook.as_deref())?;
     let owner = &caller.token.name;
     let (run_mode, on_failure) = (
         b.run_mode.unwrap_or_default(),
@@ -1404,6 +1518,9 @@ pub async fn post_coallocation<S: Store>(
         // Only when asked for: a key used before the field existed keeps its digest.
         if on_failure != OnFailure::default() {
             asked["on_failure"] = serde_json::json!(on_failure);
+        }
+        if let Some(url) = &b.webhook {
+            asked["webhook"] = serde_json::json!(url);
         }
         let digest = resv::request_digest(&asked);
         (k, digest)
@@ -1452,6 +1569,7 @@ pub async fn post_coallocation<S: Store>(
                     command: co.commands[r.reservation].clone(),
                     run_mode,
                     on_failure,
+                    webhook: b.webhook.clone(),
                 },
                 state: ReservationState::Planned,
                 plan: Some(plan_fields(&q.plan)),

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::notify::WebhookSecret;
 use crate::store::{Site, SiteKind, Store};
 
 use super::reservations::Submitters;
@@ -27,6 +28,9 @@ pub struct AppState<S: Store> {
     pub submitters: Arc<Submitters>,
     /// Whether the store is away (requests that need it then fail fast).
     pub gate: Arc<StoreGate>,
+    /// The secret reservation webhooks are signed with; none: a reservation naming a
+    /// webhook is refused.
+    pub webhook_secret: Option<WebhookSecret>,
 }
 
 impl<S: Store> Clone for AppState<S> {
@@ -39,6 +43,7 @@ impl<S: Store> Clone for AppState<S> {
             clock: self.clock.clone(),
             submitters: self.submitters.clone(),
             gate: self.gate.clone(),
+            webhook_secret: self.webhook_secret.clone(),
         }
     }
 }
@@ -55,7 +60,14 @@ impl<S: Store> AppState<S> {
             metrics: Arc::new(Metrics::new()),
             clock,
             submitters: Arc::new(Submitters::new()),
+            webhook_secret: None,
         }
+    }
+
+    /// The same state signing reservation webhooks with `secret`.
+    pub fn with_webhook_secret(mut self, secret: Option<WebhookSecret>) -> Self {
+        self.webhook_secret = secret;
+        self
     }
 
     /// The same state with these schedulers to submit reservations to.

@@ -70,7 +70,7 @@ impl UserKeys {
 }
 
 /// HMAC-SHA256 (RFC 2104).
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+pub(crate) fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     let mut block = [0u8; BLOCK];
     if key.len() > BLOCK {
         block[..32].copy_from_slice(&Sha256::digest(key));

@@ -8,7 +8,8 @@
 //! both backends. Each backend's migrations (`migrations/sqlite`, `migrations/postgres`)
 //! are embedded in the binary and applied by [`Store::migrate`].
 //!
-//! This is the only module that speaks SQL. May import: sqlx, futures-util, std and the
+//! This is the only module that speaks SQL. May import: sqlx, futures-util, std,
+//! serde_json (a webhook event's body, written with the change it tells of) and the
 //! crate's domain types. Row structs (`rows.rs`) carry the sqlx traits; the domain types
 //! here do not.
 
@@ -22,7 +23,7 @@ mod sqlite;
 
 pub use reservations::{
     Calibration, Coallocation, NewCoallocation, NewReservation, PlanFields, Replanned, Reservation,
-    ReservationEvent, ReservationRequest, SiteScope, Transition,
+    ReservationEvent, ReservationRequest, SiteScope, Transition, WebhookDelivery, WebhookOutcome,
 };
 
 use std::fmt;
@@ -943,6 +944,33 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         id: i64,
     ) -> impl Future<Output = StoreResult<Vec<Reservation>>> + Send;
+
+    /// Atomically leases to `owner`, until `lease_until`, up to `limit` webhook outbox
+    /// rows that are due at `now`, neither delivered nor given up, held by no live lease
+    /// and with no earlier undelivered row of the same reservation (a reservation's
+    /// events go in order). A row is leased to one claimer only.
+    fn claim_webhooks(
+        &self,
+        now: i64,
+        owner: &str,
+        lease_until: i64,
+        limit: i64,
+    ) -> impl Future<Output = StoreResult<Vec<WebhookDelivery>>> + Send;
+
+    /// Records an attempt's outcome on a row `owner` holds, dropping the lease; whether
+    /// it still held it.
+    fn record_webhook(
+        &self,
+        id: i64,
+        owner: &str,
+        outcome: &WebhookOutcome,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// A reservation's webhook outbox rows, oldest first.
+    fn webhook_deliveries(
+        &self,
+        reservation_id: i64,
+    ) -> impl Future<Output = StoreResult<Vec<WebhookDelivery>>> + Send;
 }
 
 /// Every job of a queue in rebuild order (submit time, then arrival), fetched in

@@ -6,10 +6,10 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::common::{common_store_methods, token_conflict};
-use super::reservation_sql::{insert_reservation_in, reservation_store_methods};
+use super::reservation_sql::{insert_reservation_in, outbox_in, reservation_store_methods};
 use super::reservations::{
-    CalibrationRow, CoallocationRow, EventRow, ReservationRow, coallocation_columns, mode_name,
-    reservation_columns,
+    CalibrationRow, CoallocationRow, EventRow, HookTarget, ReservationRow, WebhookRow,
+    coallocation_columns, mode_name, reservation_columns, webhook_body, webhook_columns,
 };
 use super::rows::{
     JobChanges, JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow,
@@ -24,7 +24,7 @@ use super::{
 };
 use super::{
     Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
-    ReservationEvent, SiteScope, Transition,
+    ReservationEvent, SiteScope, Transition, WebhookDelivery, WebhookOutcome,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");

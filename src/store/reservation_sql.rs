@@ -15,9 +15,9 @@ macro_rules! insert_reservation_in {
             "INSERT INTO reservations (uid, owner, site, queue, nodes, walltime_s, start_at, \
                min_probability, confidence, mode, step_s, command, run_mode, state, submit_at, \
                advertised_walltime_s, probability, at_risk, planned_at, coallocation_id, \
-               coalloc_index, created_at, updated_at, idempotency_key, on_failure) \
+               coalloc_index, created_at, updated_at, idempotency_key, on_failure, webhook) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-               $18, $19, $20, $21, $19, $19, $22, $23) RETURNING ",
+               $18, $19, $20, $21, $19, $19, $22, $23, $24) RETURNING ",
             reservation_columns!()
         ))
         .bind(&q.uid)
@@ -43,6 +43,7 @@ macro_rules! insert_reservation_in {
         .bind(coallocation.map(|c| c.1))
         .bind(&r.idempotency_key)
         .bind(q.on_failure.as_str())
+        .bind(q.webhook.as_deref())
         .fetch_one(&mut *$tx)
         .await
         .map_err(db_error)?;
@@ -58,6 +59,33 @@ macro_rules! insert_reservation_in {
         .await
         .map_err(db_error)?;
         stored
+    }};
+}
+
+/// Writes a webhook outbox row for reservation `$id` (its `$target`, a [`HookTarget`])
+/// moving from `$prev` to `$state` at `$at`, in transaction `$tx`, when it names a
+/// webhook: in the transaction of the change itself, so every change committed is sent
+/// and none that was not.
+macro_rules! outbox_in {
+    ($tx:expr, $id:expr, $target:expr, $state:expr, $prev:expr, $at:expr) => {{
+        let target: &HookTarget = $target;
+        let (state, prev, at): (&str, &str, i64) = ($state, $prev, $at);
+        if let Some(url) = &target.webhook {
+            let body = webhook_body(&target.uid, &target.site, &target.queue, state, prev, at);
+            sqlx::query(
+                "INSERT INTO webhook_outbox (reservation_id, url, state, previous_state, body, \
+                   created_at, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $6)",
+            )
+            .bind($id)
+            .bind(url)
+            .bind(state)
+            .bind(prev)
+            .bind(body)
+            .bind(at)
+            .execute(&mut *$tx)
+            .await
+            .map_err(db_error)?;
+        }
     }};
 }
 
@@ -149,6 +177,21 @@ macro_rules! reservation_store_methods {
 
     async fn replan_reservation(&self, id: i64, r: &Replanned) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await.map_err(db_error)?;
+        // Whether this re-plan puts the reservation at risk (a webhook event): read by a
+        // write that changes nothing, so the row is locked (PostgreSQL) or the database
+        // write-locked (SQLite) from here to the commit and the answer cannot go stale.
+        let was = if r.at_risk {
+            sqlx::query_as::<_, HookTarget>(
+                "UPDATE reservations SET at_risk = at_risk WHERE id = $1 AND state = 'planned' \
+                 RETURNING uid, site, queue, webhook, at_risk",
+            )
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?
+        } else {
+            None
+        };
         // Not while an executor holds the submission lease: it submits what it claimed.
         let done = sqlx::query(
             "UPDATE reservations SET submit_at = $2, advertised_walltime_s = $3, probability = $4, \
@@ -176,6 +219,9 @@ macro_rules! reservation_store_methods {
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
+        }
+        if done && let Some(target) = was.filter(|t| !t.at_risk) {
+            outbox_in!(tx, id, &target, "at_risk", "planned", r.at);
         }
         tx.commit().await.map_err(db_error)?;
         Ok(done)
@@ -231,14 +277,15 @@ macro_rules! reservation_store_methods {
             )));
         }
         let mut tx = self.pool.begin().await.map_err(db_error)?;
-        let done = sqlx::query(
+        let changed = sqlx::query_as::<_, HookTarget>(
             "UPDATE reservations SET state = $3, \
                remote_job_id = COALESCE($5, remote_job_id), \
                submitted_at = COALESCE($6, submitted_at), \
                started_at = COALESCE($7, started_at), \
                ended_at = COALESCE($8, ended_at), \
                lease_owner = NULL, lease_until = NULL, updated_at = $9 \
-             WHERE id = $1 AND state = $2 AND ($4 IS NULL OR lease_owner = $4)",
+             WHERE id = $1 AND state = $2 AND ($4 IS NULL OR lease_owner = $4) \
+             RETURNING uid, site, queue, webhook, at_risk",
         )
         .bind(id)
         .bind(t.from.as_str())
@@ -249,12 +296,12 @@ macro_rules! reservation_store_methods {
         .bind(t.started_at)
         .bind(t.ended_at)
         .bind(t.at)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await
-        .map_err(db_error)?
-        .rows_affected()
-            == 1;
-        if done {
+        .map_err(db_error)?;
+        let done = changed.is_some();
+        if let Some(target) = &changed {
+            outbox_in!(tx, id, target, t.to.as_str(), t.from.as_str(), t.at);
             sqlx::query(
                 "INSERT INTO reservation_events (reservation_id, at, state, reason) VALUES ($1, $2, $3, $4)",
             )
@@ -420,6 +467,91 @@ macro_rules! reservation_store_methods {
         .map_err(db_error)?;
         convert(rows)
     }
+
+    async fn claim_webhooks(
+        &self,
+        now: i64,
+        owner: &str,
+        lease_until: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<WebhookDelivery>> {
+        // A reservation's events go in order: a row waits while an earlier one of the
+        // same reservation is neither delivered nor given up. A row never tried is due
+        // whatever clock stamped it (the demo's runs ahead of the wall clock). Picked once, in a
+        // materialized CTE, and checked again on the row updated (as claim_reservations).
+        let rows = sqlx::query_as::<_, WebhookRow>(concat!(
+            "WITH picked AS MATERIALIZED (SELECT o.id FROM webhook_outbox o \
+                 WHERE o.delivered_at IS NULL AND o.gave_up_at IS NULL \
+                   AND (o.next_attempt_at <= $1 OR o.attempts = 0) \
+                   AND (o.lease_until IS NULL OR o.lease_until < $1) \
+                   AND NOT EXISTS (SELECT 1 FROM webhook_outbox e \
+                     WHERE e.reservation_id = o.reservation_id AND e.id < o.id \
+                       AND e.delivered_at IS NULL AND e.gave_up_at IS NULL) \
+                 ORDER BY o.next_attempt_at, o.id LIMIT $4 ",
+            $lock,
+            ") UPDATE webhook_outbox SET lease_owner = $2, lease_until = $3 \
+             WHERE id IN (SELECT id FROM picked) AND delivered_at IS NULL \
+               AND gave_up_at IS NULL AND (lease_until IS NULL OR lease_until < $1) RETURNING ",
+            webhook_columns!()
+        ))
+        .bind(now)
+        .bind(owner)
+        .bind(lease_until)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        let mut out: Vec<WebhookDelivery> = rows.into_iter().map(WebhookDelivery::from).collect();
+        out.sort_by_key(|d| d.id);
+        Ok(out)
+    }
+
+    async fn record_webhook(
+        &self,
+        id: i64,
+        owner: &str,
+        outcome: &WebhookOutcome,
+    ) -> StoreResult<bool> {
+        let q = match outcome {
+            WebhookOutcome::Delivered { at } => sqlx::query(
+                "UPDATE webhook_outbox SET attempts = attempts + 1, delivered_at = $3, \
+                   last_error = NULL, lease_owner = NULL, lease_until = NULL \
+                 WHERE id = $1 AND lease_owner = $2",
+            )
+            .bind(id)
+            .bind(owner)
+            .bind(*at),
+            WebhookOutcome::Failed {
+                at,
+                error,
+                next_attempt_at,
+                give_up,
+            } => sqlx::query(
+                "UPDATE webhook_outbox SET attempts = attempts + 1, last_error = $3, \
+                   next_attempt_at = $4, gave_up_at = $5, lease_owner = NULL, lease_until = NULL \
+                 WHERE id = $1 AND lease_owner = $2",
+            )
+            .bind(id)
+            .bind(owner)
+            .bind(error.as_str())
+            .bind(*next_attempt_at)
+            .bind(give_up.then_some(*at)),
+        };
+        Ok(q.execute(&self.pool).await.map_err(db_error)?.rows_affected() == 1)
+    }
+
+    async fn webhook_deliveries(&self, reservation_id: i64) -> StoreResult<Vec<WebhookDelivery>> {
+        let rows = sqlx::query_as::<_, WebhookRow>(concat!(
+            "SELECT ",
+            webhook_columns!(),
+            " FROM webhook_outbox WHERE reservation_id = $1 ORDER BY id"
+        ))
+        .bind(reservation_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows.into_iter().map(WebhookDelivery::from).collect())
+    }
     };
 }
-pub(super) use {insert_reservation_in, reservation_store_methods};
+pub(super) use {insert_reservation_in, outbox_in, reservation_store_methods};

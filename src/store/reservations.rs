@@ -38,6 +38,8 @@ pub struct ReservationRequest {
     pub run_mode: RunMode,
     /// Cancel the remote job when the reservation fails, or keep it.
     pub on_failure: OnFailure,
+    /// The URL its state changes are POSTed to, if any.
+    pub webhook: Option<String>,
 }
 
 /// A reservation to store (its first event is written with it).
@@ -275,6 +277,127 @@ pub struct Calibration {
     pub mean_probability: f64,
 }
 
+/// A reservation's state change waiting in (or sent from) the webhook outbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookDelivery {
+    /// The outbox row's id (the `Qbets-Event-Id`).
+    pub id: i64,
+    /// The reservation's store id.
+    pub reservation_id: i64,
+    /// Where it is POSTed.
+    pub url: String,
+    /// The state the reservation moved to (`at_risk` for a re-plan that found no time
+    /// meeting P).
+    pub state: String,
+    /// The state it left.
+    pub previous_state: String,
+    /// The JSON body, the same bytes on every attempt.
+    pub body: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Attempts made so far.
+    pub attempts: i64,
+    /// When the next attempt is due.
+    pub next_attempt_at: i64,
+    /// When the receiver took it (a 2xx).
+    pub delivered_at: Option<i64>,
+    /// When the deliverer stopped trying.
+    pub gave_up_at: Option<i64>,
+    /// Why the last attempt failed.
+    pub last_error: Option<String>,
+}
+
+/// The outcome of one delivery attempt, recorded by its leaseholder.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WebhookOutcome {
+    /// The receiver answered 2xx at this time.
+    Delivered { at: i64 },
+    /// It failed at `at`; try again at `next_attempt_at`, or never (`give_up`).
+    Failed {
+        at: i64,
+        error: String,
+        next_attempt_at: i64,
+        give_up: bool,
+    },
+}
+
+/// Columns of `webhook_outbox`, in row-struct order.
+macro_rules! webhook_columns {
+    () => {
+        "id, reservation_id, url, state, previous_state, body, created_at, attempts, \
+         next_attempt_at, delivered_at, gave_up_at, last_error"
+    };
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct WebhookRow {
+    id: i64,
+    reservation_id: i64,
+    url: String,
+    state: String,
+    previous_state: String,
+    body: String,
+    created_at: i64,
+    attempts: i64,
+    next_attempt_at: i64,
+    delivered_at: Option<i64>,
+    gave_up_at: Option<i64>,
+    last_error: Option<String>,
+}
+
+impl From<WebhookRow> for WebhookDelivery {
+    fn from(r: WebhookRow) -> Self {
+        WebhookDelivery {
+            id: r.id,
+            reservation_id: r.reservation_id,
+            url: r.url,
+            state: r.state,
+            previous_state: r.previous_state,
+            body: r.body,
+            created_at: r.created_at,
+            attempts: r.attempts,
+            next_attempt_at: r.next_attempt_at,
+            delivered_at: r.delivered_at,
+            gave_up_at: r.gave_up_at,
+            last_error: r.last_error,
+        }
+    }
+}
+
+/// What a state change's webhook row needs of its reservation.
+#[derive(sqlx::FromRow)]
+pub(super) struct HookTarget {
+    pub(super) uid: String,
+    pub(super) site: String,
+    pub(super) queue: String,
+    pub(super) webhook: Option<String>,
+    pub(super) at_risk: bool,
+}
+
+/// The webhook body of a state change: what changed, of which reservation, when, and
+/// where to read the reservation whole. Built by the store, in the transaction that
+/// makes the change, so the body says exactly what was committed.
+pub(super) fn webhook_body(
+    uid: &str,
+    site: &str,
+    queue: &str,
+    state: &str,
+    previous_state: &str,
+    at: i64,
+) -> String {
+    serde_json::json!({
+        "type": "reservation.state_changed",
+        "reservation": uid,
+        "site": site,
+        "queue": queue,
+        "state": state,
+        "previous_state": previous_state,
+        "at": crate::plan::format_unix(at),
+        "url": format!("/v1/reservations/{uid}"),
+    })
+    .to_string()
+}
+
 /// Columns of `reservations`, in row-struct order.
 macro_rules! reservation_columns {
     () => {
@@ -282,7 +405,7 @@ macro_rules! reservation_columns {
          mode, step_s, command, run_mode, state, submit_at, advertised_walltime_s, probability, \
          at_risk, planned_at, remote_job_id, submitted_at, started_at, ended_at, lease_owner, \
          lease_until, coallocation_id, coalloc_index, created_at, updated_at, on_failure, \
-         submit_attempted_at"
+         submit_attempted_at, webhook"
     };
 }
 /// Columns of `coallocations`.
@@ -291,7 +414,7 @@ macro_rules! coallocation_columns {
         "id, uid, owner, p_all, p_indep, p_expected, count, created_at, request_digest"
     };
 }
-pub(super) use {coallocation_columns, reservation_columns};
+pub(super) use {coallocation_columns, reservation_columns, webhook_columns};
 
 #[derive(sqlx::FromRow)]
 pub(super) struct ReservationRow {
@@ -327,6 +450,7 @@ pub(super) struct ReservationRow {
     updated_at: i64,
     on_failure: String,
     submit_attempted_at: Option<i64>,
+    webhook: Option<String>,
 }
 
 pub(super) fn parse_state(s: &str) -> StoreResult<ReservationState> {
@@ -376,6 +500,7 @@ impl TryFrom<ReservationRow> for Reservation {
                     .ok_or_else(|| StoreError::Invalid(format!("run mode {:?}", r.run_mode)))?,
                 on_failure: OnFailure::parse(&r.on_failure)
                     .ok_or_else(|| StoreError::Invalid(format!("on_failure {:?}", r.on_failure)))?,
+                webhook: r.webhook,
             },
             state: parse_state(&r.state)?,
             plan,

@@ -9,10 +9,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Acquire, AssertSqlSafe, SqlitePool};
 
 use super::common::{common_store_methods, token_conflict};
-use super::reservation_sql::{insert_reservation_in, reservation_store_methods};
+use super::reservation_sql::{insert_reservation_in, outbox_in, reservation_store_methods};
 use super::reservations::{
-    CalibrationRow, CoallocationRow, EventRow, ReservationRow, coallocation_columns, mode_name,
-    reservation_columns,
+    CalibrationRow, CoallocationRow, EventRow, HookTarget, ReservationRow, WebhookRow,
+    coallocation_columns, mode_name, reservation_columns, webhook_body, webhook_columns,
 };
 use super::rows::{
     JobChanges, JobRow, QueueRow, QueueStatsRow, RejectRow, SiteRow, SourceRow, TokenRow,
@@ -27,7 +27,7 @@ use super::{
 };
 use super::{
     Calibration, Coallocation, NewCoallocation, NewReservation, Replanned, Reservation,
-    ReservationEvent, SiteScope, Transition,
+    ReservationEvent, SiteScope, Transition, WebhookDelivery, WebhookOutcome,
 };
 
 /// Binds a job's ten columns, in the order of the `INSERT` column lists below.

@@ -628,6 +628,7 @@ impl StoreTask for SeedFinished {
                         command: "hostname".into(),
                         run_mode: RunMode::Hold,
                         on_failure: Default::default(),
+                        webhook: None,
                     },
                     state: ReservationState::Planned,
                     plan: Some(PlanFields {

@@ -398,6 +398,11 @@ async fn reservations_are_planned_made_listed_followed_and_cancelled() {
     let run = qbets(&base, None, &create).await.expect(5);
     assert!(run.stderr.contains("set QBETS_TOKEN"), "{}", run.stderr);
     qbets(&base, Some(&reader), &create).await.expect(5);
+    // --webhook is sent: this server has no signing secret, so it refuses (exit 4).
+    let mut hooked = create.clone();
+    hooked.extend(["--webhook", "https://example.org/hooks/qbets"]);
+    let run = qbets(&base, Some(&user), &hooked).await.expect(4);
+    assert!(run.stderr.contains("webhook_secret_env"), "{}", run.stderr);
     let run = qbets(&base, Some(&user), &create).await.expect(0);
     let made = run.json();
     let id = made["id"].as_str().unwrap().to_string();

@@ -229,6 +229,7 @@ fn planned(submit_at: i64, start_at: i64) -> NewReservation {
             command: "true".into(),
             run_mode: RunMode::Hold,
             on_failure: OnFailure::Cancel,
+            webhook: None,
         },
         state: ReservationState::Planned,
         plan: Some(PlanFields {

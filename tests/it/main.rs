@@ -34,3 +34,4 @@ mod store_story;
 mod support;
 mod varq_generality;
 mod webdriver;
+mod webhooks;

@@ -601,6 +601,7 @@ async fn coallocation_story<S: Store>(store: S) {
             command: "hostname".into(),
             run_mode: RunMode::Hold,
             on_failure: [OnFailure::Cancel, OnFailure::Keep][index as usize % 2],
+            webhook: None,
         },
         state: ReservationState::Planned,
         plan: None,

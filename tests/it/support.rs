@@ -166,6 +166,7 @@ pub struct TestApp {
     router: Router,
     pub config: Config,
     pub clock: FixedClock,
+    webhook_secret: Option<qbets::notify::WebhookSecret>,
     _db: TestDb,
 }
 
@@ -175,6 +176,7 @@ pub const TEST_NOW: i64 = 1_714_564_800;
 struct BuildRouter {
     config: Config,
     clock: FixedClock,
+    webhook_secret: Option<qbets::notify::WebhookSecret>,
 }
 
 impl StoreTask for BuildRouter {
@@ -183,7 +185,8 @@ impl StoreTask for BuildRouter {
         let (predictors, _) = Predictors::rebuild(&store, |_| {}).await.unwrap();
         let submitters = Arc::new(Submitters::from_config(&self.config.sites).unwrap());
         let state = AppState::new(store, self.config, predictors, Arc::new(self.clock))
-            .with_submitters(submitters);
+            .with_submitters(submitters)
+            .with_webhook_secret(self.webhook_secret);
         qbets::http::router(state)
     }
 }
@@ -211,16 +214,27 @@ impl TestApp {
 
     /// The default configuration on `db` (to run one story on each backend).
     pub fn on(db: TestDb) -> PendingApp {
-        PendingApp { db }
+        PendingApp {
+            db,
+            webhook_secret: None,
+        }
     }
 }
 
 /// A database waiting for its configuration (see [`TestApp::on`]).
 pub struct PendingApp {
     db: TestDb,
+    webhook_secret: Option<qbets::notify::WebhookSecret>,
 }
 
 impl PendingApp {
+    /// The app signs reservation webhooks with this secret (as `webhook_secret_env`
+    /// would give it), so reservations may name a webhook.
+    pub fn with_webhook_secret(mut self, secret: qbets::notify::WebhookSecret) -> Self {
+        self.webhook_secret = Some(secret);
+        self
+    }
+
     /// Builds the application with the configuration adjusted by `adjust`.
     pub async fn adjusted(self, adjust: impl FnOnce(&mut Config)) -> TestApp {
         let db = self.db;
@@ -236,6 +250,7 @@ impl PendingApp {
             BuildRouter {
                 config: config.clone(),
                 clock: clock.clone(),
+                webhook_secret: self.webhook_secret.clone(),
             },
         )
         .await
@@ -244,6 +259,7 @@ impl PendingApp {
             router,
             config,
             clock,
+            webhook_secret: self.webhook_secret,
             _db: db,
         }
     }
@@ -259,6 +275,7 @@ impl TestApp {
             BuildRouter {
                 config: self.config.clone(),
                 clock: self.clock.clone(),
+                webhook_secret: self.webhook_secret.clone(),
             },
         )
         .await

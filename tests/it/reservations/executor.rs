@@ -104,6 +104,7 @@ async fn seed_in<S: Store>(
         command: "sleep 1".into(),
         run_mode,
         on_failure: OnFailure::Cancel,
+        webhook: None,
     };
     ask(&mut request);
     store
