@@ -61,17 +61,18 @@ function render(answer) {
   const head = ["Rank", "Nodes", "Walltime", "Site", "Queue", "Wait at most", "Finished within", "Status"];
   if (withDeadline) head.push("In time");
   const rows = answer.rows.map((r) => el("tr", { class: r.rank ? "ranked" : "unranked" },
-    el("td", {}, r.rank ?? "—"),
+    el("td", {}, r.rank ?? el("span", { class: "muted" }, "unranked")),
     el("td", {}, r.nodes),
     el("td", {}, r.walltime),
     el("td", {}, r.site),
     el("td", {}, r.queue),
-    el("td", {}, fmtDuration(r.bound_s)),
-    el("td", {}, fmtDuration(r.finish_s)),
-    el("td", { title: r.reason || "" }, r.reason ? `${statusText(r.status)}: ${r.reason}` : statusText(r.status)),
+    el("td", {}, r.bound_s === null || r.bound_s === undefined ? el("span", { class: "muted" }, "no number") : fmtDuration(r.bound_s)),
+    el("td", {}, r.finish_s === null || r.finish_s === undefined ? el("span", { class: "muted" }, "no number") : fmtDuration(r.finish_s)),
+    el("td", { title: r.reason || "" }, r.status === "ok" ? "bound given"
+      : r.reason ? `${statusText(r.status)}: ${r.reason}` : statusText(r.status)),
     withDeadline ? el("td", {}, r.deadline
       ? (r.deadline.probability !== null ? fmtPercentAtLeast(r.deadline.probability) : statusText(r.deadline.status))
-      : "—") : null,
+      : el("span", { class: "muted" }, "not asked")) : null,
   ));
   out.replaceChildren(
     el("p", { class: "muted small" },

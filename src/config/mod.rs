@@ -108,6 +108,11 @@ pub struct ReservationsConfig {
     /// The environment variable holding the secret reservation webhooks are signed with
     /// (HMAC-SHA256, at least 16 bytes). Unset: reservations with a webhook are refused.
     pub webhook_secret_env: Option<String>,
+    /// Whether a webhook may reach a loopback, private, link-local or other
+    /// non-public address (default false: users could otherwise make the server probe
+    /// its own network and read the answers in the deliveries' errors). A URL naming
+    /// such an address is refused, and a host that resolves to one is not sent to.
+    pub webhook_allow_private: bool,
 }
 
 const fn default_executor() -> bool {
@@ -127,6 +132,7 @@ impl Default for ReservationsConfig {
             tick_s: default_tick_s(),
             lease_s: default_lease_s(),
             webhook_secret_env: None,
+            webhook_allow_private: false,
         }
     }
 }

@@ -12,7 +12,8 @@ use utoipa::ToSchema;
 
 use super::auth::ReadAccess;
 use super::bounds::{
-    AnswerStatus, DEFAULT_LEVEL, Deadline, LimitView, bound_answer, deadline, deadline_answer,
+    AnswerStatus, DEFAULT_LEVEL, Deadline, LimitView, MAX_BATCH, bound_answer, deadline,
+    deadline_answer,
 };
 use super::error::{ApiError, ApiResult, FieldError, Problem};
 use super::params::{ApiJson, MAX_DURATION_S, format_time, format_walltime, object_only};
@@ -363,7 +364,8 @@ fn candidates(body: &AdviceIn) -> ApiResult<Vec<Shape>> {
 }
 
 /// The queues a candidate is asked of: the one it names, or every queue the
-/// predictors know that matches its site and queue (404 when a named site has none).
+/// predictors know that matches its site and queue (404 when a named site or queue
+/// matches none).
 async fn queues_for<S: Store>(state: &AppState<S>, c: &Shape) -> ApiResult<Vec<(String, String)>> {
     if let (Some(s), Some(q)) = (&c.site, &c.queue) {
         return Ok(vec![(s.clone(), q.clone())]);
@@ -376,11 +378,18 @@ async fn queues_for<S: Store>(state: &AppState<S>, c: &Shape) -> ApiResult<Vec<(
             c.site.as_deref().is_none_or(|w| w == s) && c.queue.as_deref().is_none_or(|w| w == q)
         })
         .collect();
-    if list.is_empty()
-        && let Some(site) = &c.site
-        && state.store.site(site).await?.is_none()
-    {
-        return Err(ApiError::NotFound(format!("no site named {site:?}")));
+    if list.is_empty() {
+        if let Some(site) = &c.site
+            && state.store.site(site).await?.is_none()
+        {
+            return Err(ApiError::NotFound(format!("no site named {site:?}")));
+        }
+        if let Some(queue) = &c.queue {
+            return Err(ApiError::NotFound(match &c.site {
+                Some(site) => format!("site {site:?} has no queue {queue:?}"),
+                None => format!("no site has a queue {queue:?}"),
+            }));
+        }
     }
     Ok(list)
 }
@@ -394,7 +403,7 @@ async fn queues_for<S: Store>(state: &AppState<S>, c: &Shape) -> ApiResult<Vec<(
         (status = 200, description = "The candidates ranked, rows without a number last", body = AdviceOut),
         (status = 400, description = "A field is invalid (named as `candidates[3].nodes`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such site or queue", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "More than 64 candidates", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "More than 64 candidates, or more than 1,000 shape-and-queue pairs", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn post_advice<S: Store>(
@@ -424,13 +433,28 @@ pub async fn post_advice<S: Store>(
     if !errors.is_empty() {
         return Err(ApiError::Invalid(errors));
     }
-    let mut rows = Vec::new();
+    // Each row is a bound (and with a deadline a second query): as many as a batch of
+    // POST /v1/bounds may ask at most, counted before any is computed.
+    let mut asked = Vec::with_capacity(shapes.len());
     for c in &shapes {
+        asked.push(queues_for(&state, c).await?);
+    }
+    let total: usize = asked.iter().map(Vec::len).sum();
+    if total > MAX_BATCH {
+        return Err(ApiError::Unprocessable(vec![FieldError::new(
+            "candidates",
+            format!(
+                "{total} shape-and-queue pairs to answer, at most {MAX_BATCH} per call: name a site or queue, or fewer shapes"
+            ),
+        )]));
+    }
+    let mut rows = Vec::new();
+    for (c, queues) in shapes.iter().zip(asked) {
         let shape = JobShape {
             nodes: c.nodes as u64,
             walltime_s: c.walltime_s as u64,
         };
-        for (site, queue) in queues_for(&state, c).await? {
+        for (site, queue) in queues {
             let b = bound_answer(&state, &site, &queue, shape, (quantile, confidence), 0).await?;
             let deadline = match when {
                 None => None,

@@ -850,9 +850,9 @@ pub async fn post_varq_plan<S: Store>(
     }))
 }
 
-fn check_webhook(fields: &mut Fields, name: &str, webhook: Option<&str>) {
+fn check_webhook(fields: &mut Fields, name: &str, webhook: Option<&str>, allow_private: bool) {
     if let Some(url) = webhook
-        && let Err(e) = crate::notify::check_url(url)
+        && let Err(e) = crate::notify::check_url(url, allow_private)
     {
         fields.refuse(name, e);
     }
@@ -1006,7 +1006,12 @@ pub async fn post_reservation<S: Store>(
         b.step.as_ref(),
     );
     check_command(&mut fields, "command", &b.command);
-    check_webhook(&mut fields, "webhook", b.webhook.as_deref());
+    check_webhook(
+        &mut fields,
+        "webhook",
+        b.webhook.as_deref(),
+        state.config.reservations.webhook_allow_private,
+    );
     fields.finish()?;
     webhook_signable(&state, "webhook", b.webhook.as_deref())?;
     let parsed = parsed.ok_or_else(|| ApiError::BadRequest("invalid request".into()))?;
@@ -1497,7 +1502,12 @@ pub async fn post_coallocation<S: Store>(
     let key = idempotency_key(&headers)?;
     let co = parse_covarq(&b, true)?;
     let mut fields = Fields::new();
-    check_webhook(&mut fields, "webhook", b.webhook.as_deref());
+    check_webhook(
+        &mut fields,
+        "webhook",
+        b.webhook.as_deref(),
+        state.config.reservations.webhook_allow_private,
+    );
     fields.finish()?;
     webhook_signable(&state, "webhook", b.webhook.as_deref())?;
     let owner = &caller.token.name;

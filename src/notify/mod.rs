@@ -108,9 +108,45 @@ impl WebhookSecret {
     }
 }
 
+/// Whether `ip` is outside the public internet: loopback, private (RFC 1918, unique
+/// local), link-local (cloud metadata services live there), shared (RFC 6598),
+/// unspecified, broadcast, multicast or "this network"; an IPv4-mapped IPv6 address as
+/// its IPv4 one.
+pub fn is_non_public(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(a) => {
+            let [o0, o1, ..] = a.octets();
+            a.is_loopback()
+                || a.is_private()
+                || a.is_link_local()
+                || a.is_unspecified()
+                || a.is_broadcast()
+                || a.is_multicast()
+                || o0 == 0
+                || (o0 == 100 && (o1 & 0xc0) == 64)
+        }
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => is_non_public(IpAddr::V4(v4)),
+            None => {
+                let s0 = a.segments()[0];
+                a.is_loopback()
+                    || a.is_unspecified()
+                    || a.is_multicast()
+                    || (s0 & 0xfe00) == 0xfc00
+                    || (s0 & 0xffc0) == 0xfe80
+            }
+        },
+    }
+}
+
+const NON_PUBLIC: &str = "names a loopback, private or link-local address, which this \
+                          server does not send to ([reservations] webhook_allow_private)";
+
 /// Checks a webhook URL: `http` or `https`, a host, at most [`MAX_URL_LEN`] characters,
-/// no user name or password in it.
-pub fn check_url(url: &str) -> Result<(), String> {
+/// no user name or password in it, and — unless `allow_private` — no host that names a
+/// non-public address ([`is_non_public`]) or `localhost`.
+pub fn check_url(url: &str, allow_private: bool) -> Result<(), String> {
     if url.len() > MAX_URL_LEN {
         return Err(format!("must be at most {MAX_URL_LEN} characters"));
     }
@@ -127,7 +163,36 @@ pub fn check_url(url: &str) -> Result<(), String> {
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err("must not carry a user name or password".into());
     }
+    if !allow_private {
+        let host = parsed.host_str().unwrap_or_default();
+        let named = match host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+        {
+            Ok(ip) => is_non_public(ip),
+            Err(_) => {
+                let d = host.trim_end_matches('.').to_ascii_lowercase();
+                d == "localhost" || d.ends_with(".localhost")
+            }
+        };
+        if named {
+            return Err(NON_PUBLIC.into());
+        }
+    }
     Ok(())
+}
+
+/// The URL without its query and fragment, for logs (a receiver may put a token there).
+fn for_logs(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string()
+        }
+        Err(_) => "(not a URL)".into(),
+    }
 }
 
 /// Seconds to wait after the `attempts`-th failed attempt: 10, 20, 40 … at most 3600.
@@ -156,6 +221,18 @@ pub struct Deliverer<S: Store> {
     secret: WebhookSecret,
     http: reqwest::Client,
     id: String,
+    /// Whether non-public addresses may be sent to (`webhook_allow_private`).
+    allow_private: bool,
+}
+
+/// The webhook client's settings.
+fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(TIMEOUT_S))
+        .connect_timeout(Duration::from_secs(TIMEOUT_S))
+        // A receiver's redirect is its failure to answer, not a new address.
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("qbets/", env!("CARGO_PKG_VERSION")))
 }
 
 fn install_crypto_provider() {
@@ -175,12 +252,7 @@ impl<S: Store> Deliverer<S> {
         id: impl Into<String>,
     ) -> Result<Self, String> {
         install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(TIMEOUT_S))
-            .connect_timeout(Duration::from_secs(TIMEOUT_S))
-            // A receiver's redirect is its failure to answer, not a new address.
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("qbets/", env!("CARGO_PKG_VERSION")))
+        let http = client_builder()
             .build()
             .map_err(|e| format!("webhook HTTP client: {e}"))?;
         Ok(Self {
@@ -189,7 +261,48 @@ impl<S: Store> Deliverer<S> {
             secret,
             http,
             id: id.into(),
+            allow_private: false,
         })
+    }
+
+    /// The same deliverer, sending to non-public addresses too (`webhook_allow_private`).
+    pub fn allow_private(mut self, allow: bool) -> Self {
+        self.allow_private = allow;
+        self
+    }
+
+    /// The client for one row: the shared one where any address may be reached, or
+    /// one pinned to the addresses its host resolves to once they are checked public,
+    /// so that a name cannot resolve to a public address for the check and a private
+    /// one for the connection.
+    async fn client_for(&self, url: &str) -> Result<reqwest::Client, String> {
+        if self.allow_private {
+            return Ok(self.http.clone());
+        }
+        check_url(url, false)?;
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("is not a URL: {e}"))?;
+        let host = parsed.host_str().unwrap_or_default();
+        if host.starts_with('[') || host.parse::<std::net::IpAddr>().is_ok() {
+            // An address, checked above.
+            return Ok(self.http.clone());
+        }
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|e| format!("cannot resolve {host}: {e}"))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(format!("{host} resolves to no address"));
+        }
+        if addrs.iter().any(|a| is_non_public(a.ip())) {
+            return Err(format!(
+                "{host} resolves to a loopback, private or link-local address, which this server does not send to ([reservations] webhook_allow_private)"
+            ));
+        }
+        client_builder()
+            .resolve_to_addrs(host, &addrs)
+            .build()
+            .map_err(|e| format!("webhook HTTP client: {e}"))
     }
 
     /// Runs passes every `interval` until `shutdown` completes.
@@ -243,11 +356,11 @@ impl<S: Store> Deliverer<S> {
                         let give_up = next_attempt_at > row.created_at + GIVE_UP_AFTER_S;
                         if give_up {
                             report.gave_up += 1;
-                            tracing::warn!(event_id = row.id, url = %row.url, attempts, %error,
+                            tracing::warn!(event_id = row.id, url = %for_logs(&row.url), attempts, %error,
                                 "webhook given up after 24 h");
                         } else {
                             report.failed += 1;
-                            tracing::info!(event_id = row.id, url = %row.url, attempts,
+                            tracing::info!(event_id = row.id, url = %for_logs(&row.url), attempts,
                                 retry_in_s = next_attempt_at - at, %error, "webhook attempt failed");
                         }
                         WebhookOutcome::Failed {
@@ -271,9 +384,9 @@ impl<S: Store> Deliverer<S> {
 
     /// One POST of a row; why it failed, if it did.
     async fn attempt(&self, row: &WebhookDelivery) -> Result<(), String> {
+        let http = self.client_for(&row.url).await?;
         let t = self.clock.now();
-        let response = self
-            .http
+        let response = http
             .post(&row.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(SIGNATURE_HEADER, self.secret.sign(t, &row.body))
@@ -306,17 +419,48 @@ mod tests {
 
     #[test]
     fn urls_are_http_with_a_host() {
-        assert!(check_url("https://example.org/hook?x=1").is_ok());
-        assert!(check_url("http://127.0.0.1:9/").is_ok());
+        assert!(check_url("https://example.org/hook?x=1", false).is_ok());
+        assert!(check_url("http://127.0.0.1:9/", true).is_ok());
         for bad in [
             "ftp://example.org/",
             "example.org",
             "http://user:pw@example.org/",
             "",
         ] {
-            assert!(check_url(bad).is_err(), "{bad}");
+            assert!(check_url(bad, true).is_err(), "{bad}");
         }
-        assert!(check_url(&format!("https://e.org/{}", "a".repeat(MAX_URL_LEN))).is_err());
+        assert!(check_url(&format!("https://e.org/{}", "a".repeat(MAX_URL_LEN)), true).is_err());
+    }
+
+    #[test]
+    fn non_public_addresses_are_refused_unless_allowed() {
+        for private in [
+            "http://127.0.0.1:9/",
+            "http://10.0.0.5:6379/",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://192.168.1.1/",
+            "http://172.16.0.1/",
+            "http://100.64.0.1/",
+            "http://0.0.0.0/",
+            "http://[::1]/",
+            "http://[fe80::1]/",
+            "http://[fd00::1]/",
+            "http://[::ffff:10.1.2.3]/",
+            "http://localhost:8080/",
+            "http://api.localhost./",
+        ] {
+            assert!(check_url(private, false).is_err(), "{private}");
+            assert!(check_url(private, true).is_ok(), "{private}");
+        }
+        for public in [
+            "http://93.184.216.34/",
+            "http://[2606:4700::1]/",
+            "https://hooks.example.org/",
+            "http://172.32.0.1/",
+            "http://100.128.0.1/",
+        ] {
+            assert!(check_url(public, false).is_ok(), "{public}");
+        }
     }
 
     #[test]

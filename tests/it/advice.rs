@@ -275,4 +275,31 @@ async fn bad_input_is_a_problem_naming_the_field() {
     post(json!({"site": "hpc", "queue": "nowhere", "candidates": [ok]}))
         .await
         .problem(404);
+    // A queue no site has, asked of every site: a 404 too, not an empty answer.
+    post(json!({"queue": "nowhere", "candidates": [ok]}))
+        .await
+        .problem(404);
+
+    // Candidates times queues is what costs: past 1,000 pairs (64 shapes on 16 queues),
+    // refused before anything is computed.
+    let admin = app.token("ops-many", Scope::Admin).await;
+    let queues: Vec<Value> = (0..16)
+        .map(|i| json!({"name": format!("q{i:02}")}))
+        .collect();
+    let res = app
+        .json(
+            "PUT",
+            "/v1/sites/wide",
+            Some(&admin),
+            &json!({ "queues": queues }),
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    let p = post(json!({"site": "wide", "candidates": &many[..64]}))
+        .await
+        .problem(422);
+    assert_eq!(p["errors"][0]["field"], "candidates", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("1024"), "{p}");
+    let res = post(json!({"site": "wide", "candidates": &many[..62]})).await;
+    assert_eq!(res.status, 200, "992 pairs are fine: {}", res.text());
 }

@@ -587,9 +587,54 @@ async fn the_overview_lists_the_demo_sites_queues() {
         .map(|q| q["name"].clone())
         .collect();
     assert_eq!(shown, Value::Array(listed));
-    s.screenshot_page(&screenshot_dir().join("overview-demo.png"))
+    let shots = screenshot_dir();
+    s.screenshot_page(&shots.join("overview-demo.png")).await;
+
+    // The demo's queue page, a shape asked in its form.
+    s.goto(&format!(
+        "{}/ui/queue.html?site=demo&queue=normal",
+        server.base
+    ))
+    .await;
+    s.wait_for(
+        "the demo queue's chart",
+        WAIT,
+        "return document.querySelector('#waits-chart canvas')",
+    )
+    .await;
+    s.fill("#nodes", "8").await;
+    s.click("#ask").await;
+    let answered = s
+        .wait_for(
+            "the demo queue's answers",
+            WAIT,
+            r#"const a = [...document.querySelectorAll('#answers [data-quantile]')];
+               return a.length === 3 && a.map(x => x.dataset.status)"#,
+        )
+        .await;
+    assert_eq!(answered, json!(["ok", "ok", "ok"]), "the demo has history");
+    s.screenshot_page(&shots.join("queue-demo.png")).await;
+
+    // And a plan on its reservations page.
+    s.goto(&format!("{}/ui/reservations.html", server.base))
+        .await;
+    let drawn = plan_in_the_form(&s, "demo", "normal", "00:30:00", "0.5").await;
+    assert!(drawn[0].as_i64().unwrap() > 1, "{drawn}");
+    s.screenshot_page(&shots.join("reservations-demo.png"))
         .await;
     s.quit().await;
+
+    // `QBETS_UPDATE_DOCS=1` makes these the documentation's screenshots.
+    if std::env::var_os("QBETS_UPDATE_DOCS").is_some_and(|v| v == "1") {
+        let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+        for (shot, doc) in [
+            ("overview-demo.png", "dashboard-overview.png"),
+            ("queue-demo.png", "dashboard-queue.png"),
+            ("reservations-demo.png", "dashboard-reservations.png"),
+        ] {
+            std::fs::copy(shots.join(shot), docs.join(doc)).unwrap();
+        }
+    }
 }
 
 /// Three finished reservations at `local/debug` (two succeeded, planned at 0.9 and 0.8;
@@ -898,7 +943,7 @@ async fn which_shape_waits_less_in_the_browser() {
             json!([
                 r["rank"]
                     .as_u64()
-                    .map_or("—".to_string(), |k| k.to_string()),
+                    .map_or("unranked".to_string(), |k| k.to_string()),
                 r["nodes"].to_string(),
                 r["walltime"],
                 r["site"],
@@ -909,7 +954,7 @@ async fn which_shape_waits_less_in_the_browser() {
     assert_eq!(shown, Value::Array(want), "{api}");
     assert_eq!(shown[0][0], "1");
     assert_eq!(
-        shown[2][0], "—",
+        shown[2][0], "unranked",
         "the shape beyond the queue's limits is unranked"
     );
     s.screenshot_page(&shots.join("advice-1280.png")).await;

@@ -157,8 +157,9 @@ impl StoreTask for Drive {
             "exec",
         );
         let secret = WebhookSecret::new(SECRET).unwrap();
-        let deliverer =
-            Deliverer::new(store.clone(), Arc::new(clock.clone()), secret, "hooks-1").unwrap();
+        let deliverer = Deliverer::new(store.clone(), Arc::new(clock.clone()), secret, "hooks-1")
+            .unwrap()
+            .allow_private(true);
 
         let a = seed(&store, &format!("{}/a", self.url), t + 100, t + 300, t).await;
         let b = seed(&store, &format!("{}/b", self.url), t + 1000, t + 2000, t).await;
@@ -216,9 +217,10 @@ impl StoreTask for Drive {
 
 async fn delivers_each_change_once_in_order_signed(db: TestDb) {
     let secret = WebhookSecret::new(SECRET).unwrap();
+    // The receiver listens on loopback, which a server sends to only when told so.
     let app = TestApp::on(db)
         .with_webhook_secret(secret.clone())
-        .adjusted(|_| {})
+        .adjusted(|c| c.reservations.webhook_allow_private = true)
         .await;
     let alice = app.token("alice", Scope::Reserve).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -342,7 +344,9 @@ impl StoreTask for Down {
         let clock = FixedClock::at(t);
         let url = format!("http://127.0.0.1:{}/hook", self.port);
         let secret = WebhookSecret::new(SECRET).unwrap();
-        let d = Deliverer::new(store.clone(), Arc::new(clock.clone()), secret, "d").unwrap();
+        let d = Deliverer::new(store.clone(), Arc::new(clock.clone()), secret, "d")
+            .unwrap()
+            .allow_private(true);
         let r = seed(&store, &url, t, t + 600, t).await;
         for (from, to, at) in [
             (ReservationState::Planned, ReservationState::Submitted, t),
@@ -486,6 +490,49 @@ async fn a_receiver_that_is_down_for_a_while_gets_the_events_when_back() {
     a_receiver_down_for_a_while(TestDb::fresh().await).await;
 }
 
+/// A deliverer not allowed non-public addresses sends nothing to one, even when the
+/// row got into the store (a URL stored before the setting changed): the attempt fails
+/// with the reason, and the receiver on loopback hears nothing.
+struct Guarded {
+    receiver: Receiver,
+}
+
+impl StoreTask for Guarded {
+    type Output = ();
+    async fn run<S: Store>(self, store: S) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        self.receiver.serve(listener);
+        let t = TEST_NOW;
+        let clock = FixedClock::at(t);
+        let secret = WebhookSecret::new(SECRET).unwrap();
+        let d = Deliverer::new(store.clone(), Arc::new(clock.clone()), secret, "d").unwrap();
+        let r = seed(&store, &url, t, t + 600, t).await;
+        let tr = Transition::new(
+            ReservationState::Planned,
+            ReservationState::Submitted,
+            t,
+            "by the test",
+        );
+        assert!(store.transition_reservation(r.id, &tr).await.unwrap());
+        clock.set(t + 1);
+        let report = d.tick().await.unwrap();
+        assert_eq!((report.delivered, report.failed), (0, 1), "{report:?}");
+        let rows = store.webhook_deliveries(r.id).await.unwrap();
+        let error = rows[0].last_error.clone().unwrap_or_default();
+        assert!(error.contains("webhook_allow_private"), "{rows:?}");
+        assert!(self.receiver.got().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn no_webhook_is_sent_to_a_private_address_unless_allowed() {
+    let guarded = Guarded {
+        receiver: Receiver::new(),
+    };
+    with_store(TestDb::sqlite().url(), guarded).await.unwrap();
+}
+
 fn reservation(webhook: &str) -> Value {
     json!({
         "site": "nowhere", "queue": "debug", "nodes": 1, "walltime": "00:02:00",
@@ -517,6 +564,11 @@ async fn a_bad_webhook_url_is_refused_naming_the_field() {
         "http://",
         "https://user:pw@example.org/",
         long.as_str(),
+        // The server's own network, by default: no probing it through webhooks.
+        "http://127.0.0.1:6379/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:8080/",
+        "http://localhost/hook",
     ] {
         let r = app
             .json("POST", "/v1/reservations", Some(&alice), &reservation(bad))
