@@ -324,9 +324,10 @@ pub struct SourceTask<S: Store> {
 
 /// Stores the limits a source read for its site's queues (creating the queues), except
 /// those `stated` in the configuration, and hands them to the predictors. A source
-/// reads a queue's whole definition (slurmrestd's partitions), so a limit it reads as
-/// none is "unlimited": a limit learnt before and lifted since is cleared. A queue
-/// whose stored limits already say the same is not written.
+/// reads a queue's whole definition (slurmrestd's partitions), so a limit it reports
+/// as unlimited clears one learnt before and lifted since; a limit it does not report
+/// leaves the stored one. A queue whose stored limits already say the same is not
+/// written.
 pub async fn learn_limits<S: Store>(
     store: &S,
     predictors: &Predictors,
@@ -339,15 +340,31 @@ pub async fn learn_limits<S: Store>(
             continue;
         }
         let by_config = stated.iter().find(|q| q.name == l.queue);
-        // A limit the configuration states stays as stated, learnt or not.
-        let unless = |stated: Option<i64>, learnt: Option<i64>| stated.or(learnt);
+        let stored = store.queue(site.id, &l.queue).await?;
+        // A limit the configuration states stays as stated; one the source does not
+        // report stays as stored; otherwise the source's word, "unlimited" included.
+        let pick = |stated: Option<i64>, seen: Option<Option<i64>>, have: Option<i64>| {
+            stated.or(seen.unwrap_or(have))
+        };
         let want = NewQueue {
             name: l.queue.clone(),
-            max_nodes: unless(by_config.and_then(|q| q.max_nodes), l.max_nodes),
-            max_walltime_s: unless(by_config.and_then(|q| q.max_walltime_s), l.max_walltime_s),
-            total_nodes: unless(by_config.and_then(|q| q.total_nodes), l.total_nodes),
+            max_nodes: pick(
+                by_config.and_then(|q| q.max_nodes),
+                l.max_nodes,
+                stored.as_ref().and_then(|q| q.max_nodes),
+            ),
+            max_walltime_s: pick(
+                by_config.and_then(|q| q.max_walltime_s),
+                l.max_walltime_s,
+                stored.as_ref().and_then(|q| q.max_walltime_s),
+            ),
+            total_nodes: pick(
+                by_config.and_then(|q| q.total_nodes),
+                l.total_nodes,
+                stored.as_ref().and_then(|q| q.total_nodes),
+            ),
         };
-        let write = match store.queue(site.id, &l.queue).await? {
+        let write = match &stored {
             None => true,
             Some(q) => {
                 (q.max_nodes, q.max_walltime_s, q.total_nodes)

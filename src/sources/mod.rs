@@ -146,17 +146,18 @@ pub struct Batch {
     pub detail: Option<String>,
 }
 
-/// A queue's limits as its scheduler states them; `None` where it states none.
+/// A queue's limits as its scheduler states them, each as
+/// [`slurm_rest::partitions::Reported`]: `None` not said, `Some(None)` unlimited.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueLimitsSeen {
     /// The queue (partition).
     pub queue: String,
     /// Most nodes one job may ask for.
-    pub max_nodes: Option<i64>,
+    pub max_nodes: Option<Option<i64>>,
     /// Longest walltime accepted, seconds.
-    pub max_walltime_s: Option<i64>,
+    pub max_walltime_s: Option<Option<i64>>,
     /// Nodes the queue's jobs can reach in all.
-    pub total_nodes: Option<i64>,
+    pub total_nodes: Option<Option<i64>>,
 }
 
 impl Batch {

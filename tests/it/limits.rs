@@ -273,15 +273,15 @@ impl StoreTask for LearnStory {
         let seen = [
             QueueLimitsSeen {
                 queue: "debug".into(),
-                max_nodes: Some(16),
-                max_walltime_s: Some(3_600),
-                total_nodes: Some(32),
+                max_nodes: Some(Some(16)),
+                max_walltime_s: Some(Some(3_600)),
+                total_nodes: Some(Some(32)),
             },
             QueueLimitsSeen {
                 queue: "long".into(),
-                max_nodes: None,
-                max_walltime_s: Some(86_400),
-                total_nodes: Some(32),
+                max_nodes: Some(None),
+                max_walltime_s: Some(Some(86_400)),
+                total_nodes: Some(Some(32)),
             },
         ];
         learn_limits(&store, &predictors, &site, &seen, &stated)
@@ -317,15 +317,15 @@ impl StoreTask for LearnStory {
         let lifted = [
             QueueLimitsSeen {
                 queue: "debug".into(),
-                max_nodes: None,
-                max_walltime_s: None,
-                total_nodes: Some(32),
+                max_nodes: Some(None),
+                max_walltime_s: Some(None),
+                total_nodes: Some(Some(32)),
             },
             QueueLimitsSeen {
                 queue: "long".into(),
-                max_nodes: None,
-                max_walltime_s: Some(86_400),
-                total_nodes: None,
+                max_nodes: Some(None),
+                max_walltime_s: Some(Some(86_400)),
+                total_nodes: Some(None),
             },
         ];
         learn_limits(&store, &predictors, &site, &lifted, &stated)
@@ -341,6 +341,21 @@ impl StoreTask for LearnStory {
         assert_eq!(
             (long.max_nodes, long.max_walltime_s, long.total_nodes),
             (None, Some(86_400), None)
+        );
+        // A read that does not carry a field leaves what was learnt.
+        let silent = [QueueLimitsSeen {
+            queue: "long".into(),
+            max_nodes: None,
+            max_walltime_s: None,
+            total_nodes: Some(Some(64)),
+        }];
+        learn_limits(&store, &predictors, &site, &silent, &stated)
+            .await
+            .unwrap();
+        let long = store.queue(site.id, "long").await.unwrap().unwrap();
+        assert_eq!(
+            (long.max_nodes, long.max_walltime_s, long.total_nodes),
+            (None, Some(86_400), Some(64))
         );
         let l = predictors.limits("cluster", "debug").unwrap();
         assert!(l.admits(shape(4, 100_000)), "the predictors follow");

@@ -116,7 +116,11 @@ impl StoreTask for Stored {
             let q = store.queue(site.id, &p.name).await.unwrap();
             let q = q.unwrap_or_else(|| panic!("partition {} learnt as a queue", p.name));
             assert_eq!(
-                (q.max_nodes, q.max_walltime_s, q.total_nodes),
+                (
+                    Some(q.max_nodes),
+                    Some(q.max_walltime_s),
+                    Some(q.total_nodes)
+                ),
                 (p.max_nodes, p.max_time_s, p.total_nodes),
                 "{}",
                 p.name

@@ -9,36 +9,42 @@ use serde_json::Value;
 
 use super::model::ParseError;
 
-/// One partition's limits; `None` where Slurm sets none (unlimited or not given).
+/// A limit as a partition reports it: `None` when the answer does not carry the field
+/// (nothing is known: what was stored stays), `Some(None)` when Slurm sets no limit
+/// (unlimited, infinite, or not set), `Some(Some(n))` for a limit of `n`.
+pub type Reported = Option<Option<i64>>;
+
+/// One partition's limits, each as [`Reported`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionLimits {
     /// The partition's name.
     pub name: String,
     /// Most nodes one job may ask for (`MaxNodes`).
-    pub max_nodes: Option<i64>,
+    pub max_nodes: Reported,
     /// Longest time limit a job may ask for, seconds (`MaxTime`).
-    pub max_time_s: Option<i64>,
+    pub max_time_s: Reported,
     /// Nodes in the partition (`TotalNodes`).
-    pub total_nodes: Option<i64>,
+    pub total_nodes: Reported,
 }
 
 /// A limit as slurmrestd writes it: a plain integer (negative, or one of the
 /// "no value"/"infinite" sentinels 0xFFFFFFFE/0xFFFFFFFF, for none) or a
-/// `{set, infinite, number}` object. Only a positive, set, finite number is a limit.
-fn limit(v: Option<&Value>) -> Option<i64> {
+/// `{set, infinite, number}` object. Only a positive, set, finite number is a limit;
+/// a field that is missing, or of a shape not known, reports nothing.
+fn limit(v: Option<&Value>) -> Reported {
     let n = match v? {
         Value::Number(n) => n.as_i64()?,
         Value::Object(o) => {
             let set = o.get("set").and_then(Value::as_bool).unwrap_or(false);
             let infinite = o.get("infinite").and_then(Value::as_bool).unwrap_or(false);
             if !set || infinite {
-                return None;
+                return Some(None);
             }
             o.get("number")?.as_i64()?
         }
         _ => return None,
     };
-    (n > 0 && n < 0xFFFF_FFFE).then_some(n)
+    Some((n > 0 && n < 0xFFFF_FFFE).then_some(n))
 }
 
 /// Reads the partitions of a `GET …/partitions` body (any supported version).
@@ -73,7 +79,7 @@ pub fn parse_partitions(body: &[u8]) -> Result<Vec<PartitionLimits>, ParseError>
         out.push(PartitionLimits {
             name,
             max_nodes,
-            max_time_s: minutes.map(|m| m.saturating_mul(60)),
+            max_time_s: minutes.map(|m| m.map(|m| m.saturating_mul(60))),
             total_nodes,
         });
     }
@@ -93,15 +99,15 @@ mod tests {
             [
                 PartitionLimits {
                     name: "debug".into(),
-                    max_nodes: None,
-                    max_time_s: Some(3_600),
-                    total_nodes: Some(1),
+                    max_nodes: Some(None),
+                    max_time_s: Some(Some(3_600)),
+                    total_nodes: Some(Some(1)),
                 },
                 PartitionLimits {
                     name: "long".into(),
-                    max_nodes: None,
-                    max_time_s: Some(86_400),
-                    total_nodes: Some(1),
+                    max_nodes: Some(None),
+                    max_time_s: Some(Some(86_400)),
+                    total_nodes: Some(Some(1)),
                 },
             ]
         );
@@ -122,11 +128,22 @@ mod tests {
         let p = parse_partitions(body).unwrap();
         assert_eq!(
             (p[0].max_nodes, p[0].max_time_s, p[0].total_nodes),
-            (Some(4), Some(7_200), Some(8))
+            (Some(Some(4)), Some(Some(7_200)), Some(Some(8)))
         );
         assert_eq!(
             (p[1].max_nodes, p[1].max_time_s, p[1].total_nodes),
-            (None, None, Some(16))
+            (Some(None), Some(None), Some(Some(16)))
+        );
+        // A field the answer does not carry reports nothing (the stored limit stays).
+        let sparse =
+            parse_partitions(br#"{"partitions": [{"name": "x", "maximums": {}}]}"#).unwrap();
+        assert_eq!(
+            (
+                sparse[0].max_nodes,
+                sparse[0].max_time_s,
+                sparse[0].total_nodes
+            ),
+            (None, None, None)
         );
         assert!(parse_partitions(b"{}").is_err());
         assert!(parse_partitions(br#"{"partitions": [{}]}"#).is_err());

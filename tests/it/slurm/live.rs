@@ -416,11 +416,11 @@ async fn the_poller_learns_the_partitions_limits() {
     let (debug, long) = (of("debug"), of("long"));
     assert_eq!(
         (debug.max_nodes, debug.max_walltime_s, debug.total_nodes),
-        (None, Some(3_600), Some(1))
+        (Some(None), Some(Some(3_600)), Some(Some(1)))
     );
     assert_eq!(
         (long.max_nodes, long.max_walltime_s, long.total_nodes),
-        (None, Some(86_400), Some(1))
+        (Some(None), Some(Some(86_400)), Some(Some(1)))
     );
     // Read again only after a while.
     let again = poller.poll(None, now + 15).await.unwrap();
