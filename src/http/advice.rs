@@ -32,8 +32,9 @@ pub fn router<S: Store>() -> Router<AppState<S>> {
 /// One candidate shape.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(remote = "Self", deny_unknown_fields)]
-pub struct CandidateIn {
+pub struct ShapeIn {
     /// Nodes: at least 1, at most 100000000.
+    #[schema(minimum = 1, maximum = 100000000)]
     pub nodes: i64,
     /// Walltime: whole seconds or `[D-]HH:MM:SS` (1 s to 366 days).
     pub walltime: DurationIn,
@@ -96,8 +97,9 @@ pub struct MoldableIn {
 }))]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct AdviceIn {
-    /// Up to 64 shapes (more: 422).
-    pub candidates: Option<Vec<CandidateIn>>,
+    /// 1 to 64 shapes (more: 422).
+    #[schema(min_items = 1, max_items = 64)]
+    pub candidates: Option<Vec<ShapeIn>>,
     /// A moldable job whose shapes are derived.
     pub moldable: Option<MoldableIn>,
     /// Only this site's queues, for candidates that name none.
@@ -105,8 +107,10 @@ pub struct AdviceIn {
     /// Only queues of this name, for candidates that name none.
     pub queue: Option<String>,
     /// The quantile bounded, strictly between 0 and 1 (default 0.95).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub quantile: Option<f64>,
     /// The confidence, strictly between 0 and 1 (default 0.95).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub confidence: Option<f64>,
     /// When the job must have finished: a duration after each site's `as_of` (seconds
     /// or `[D-]HH:MM:SS`) or an RFC 3339 time. Each row then gives the probability of
@@ -114,7 +118,7 @@ pub struct AdviceIn {
     pub deadline: Option<String>,
 }
 
-object_only!(CandidateIn, NodeRangeIn, MoldableIn, AdviceIn);
+object_only!(ShapeIn, NodeRangeIn, MoldableIn, AdviceIn);
 
 /// How the deadline's probability came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

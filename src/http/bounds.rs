@@ -434,9 +434,9 @@ pub struct BoundsQuery {
     /// The confidence of the bound, strictly between 0 and 1 (default 0.95).
     #[param(value_type = Option<f64>, exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub confidence: Option<String>,
-    /// Not accepted here: one's own jobs ahead are one queue's (ask that queue's
-    /// `…/bound`).
-    #[param(value_type = Option<i64>, minimum = 0, maximum = 1000000)]
+    /// Not accepted here (and not in the document): one's own jobs ahead are one
+    /// queue's (ask that queue's `…/bound`); named so that the refusal says so.
+    #[param(ignore)]
     pub own_ahead: Option<String>,
     /// Only this site's queues (its exact name; none listed when no site has it).
     #[param(value_type = Option<String>)]

@@ -30,7 +30,8 @@ pub fn router<S: Store>() -> Router<AppState<S>> {
 pub struct JobQuery {
     /// For a pending job: the deadline to give the probability of starting by, a
     /// duration after `as_of` (seconds or `[D-]HH:MM:SS`) or an RFC 3339 time.
-    #[param(value_type = Option<String>, example = "02:00:00")]
+    /// (The pattern, written for durations, leaves the RFC 3339 form out.)
+    #[param(value_type = Option<String>, example = "02:00:00", pattern = r"^([1-9][0-9]{0,6}|(0?[1-9]|[1-9][0-9]):[0-5][0-9]:[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:00:(0[1-9]|[1-5][0-9])|(0?[1-9]|[1-5][0-9]):[0-5][0-9]|0{1,2}:(0[1-9]|[1-5][0-9])|([1-9]|[1-9][0-9]|[12][0-9]{2}|3[0-5][0-9]|36[0-5])-([01]?[0-9]|2[0-3])(:[0-5][0-9]){0,2})$")]
     pub deadline: Option<String>,
     /// The quantile bounded, strictly between 0 and 1 (default 0.95).
     #[param(value_type = Option<f64>, exclusive_minimum = 0.0, exclusive_maximum = 1.0)]

@@ -110,8 +110,10 @@ fn point_status_schema() -> utoipa::openapi::Object {
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct VarqIn {
     /// The site's name.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub site: String,
     /// The queue's name.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub queue: String,
     /// Nodes.
     #[schema(minimum = 1, maximum = 100000000)]
@@ -144,8 +146,10 @@ pub struct VarqIn {
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct ReservationIn {
     /// The site's name (a site with a submit target).
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub site: String,
     /// The queue's name.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub queue: String,
     /// Nodes.
     #[schema(minimum = 1, maximum = 100000000)]
@@ -178,7 +182,10 @@ pub struct ReservationIn {
     /// An http or https URL its state changes (submitted, at_risk, started,
     /// succeeded, failed, cancelled, error) are POSTed to, signed (docs/reservations.md);
     /// needs `[reservations] webhook_secret_env` on the server.
-    #[schema(max_length = 2048, pattern = "^[hH][tT][tT][pP][sS]?://")]
+    #[schema(
+        max_length = 2048,
+        pattern = r"^[hH][tT][tT][pP][sS]?://(([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?([/?#][!-~]*)?$"
+    )]
     pub webhook: Option<String>,
 }
 
@@ -203,8 +210,10 @@ pub struct CoItemIn {
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct CandidateIn {
     /// The site's name.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub site: String,
     /// The queue's name.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub queue: String,
 }
 
@@ -221,8 +230,10 @@ pub struct CandidateIn {
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct CovarqIn {
     /// The reservations.
+    #[schema(min_items = 1)]
     pub reservations: Vec<CoItemIn>,
     /// The site/queue pairs each may be requested at.
+    #[schema(min_items = 1)]
     pub candidates: Vec<CandidateIn>,
     /// Probability that all hold, strictly between 0 and 1 (default 0.90).
     #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
@@ -241,7 +252,10 @@ pub struct CovarqIn {
     pub on_failure: Option<OnFailure>,
     /// For co-allocations: an http or https URL every member's state changes are
     /// POSTed to, signed (as a reservation's `webhook`).
-    #[schema(max_length = 2048, pattern = "^[hH][tT][tT][pP][sS]?://")]
+    #[schema(
+        max_length = 2048,
+        pattern = r"^[hH][tT][tT][pP][sS]?://(([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?([/?#][!-~]*)?$"
+    )]
     pub webhook: Option<String>,
 }
 
@@ -850,21 +864,31 @@ pub async fn post_varq_plan<S: Store>(
     }))
 }
 
-fn check_webhook(fields: &mut Fields, name: &str, webhook: Option<&str>, allow_private: bool) {
+fn check_webhook(fields: &mut Fields, name: &str, webhook: Option<&str>) {
     if let Some(url) = webhook
-        && let Err(e) = crate::notify::check_url(url, allow_private)
+        && let Err(e) = crate::notify::check_url(url, true)
     {
         fields.refuse(name, e);
     }
 }
 
-/// A webhook can be signed only when the server has a secret: refused (422) otherwise,
-/// rather than stored and never sent.
+/// A webhook is sent only to an address the server may reach and signed only when the
+/// server has a secret: refused (422) otherwise, rather than stored and never sent.
 fn webhook_signable<S: Store>(
     state: &AppState<S>,
     name: &str,
     webhook: Option<&str>,
 ) -> ApiResult<()> {
+    // A well-formed URL this server will not send to (its own network, unless
+    // allowed) is a refusal of the server's, not of the request's form.
+    if let Some(url) = webhook
+        && !state.config.reservations.webhook_allow_private
+        && let Err(e) = crate::notify::check_url(url, false)
+    {
+        return Err(ApiError::Unprocessable(vec![
+            super::error::FieldError::new(name, e),
+        ]));
+    }
     if webhook.is_some() && state.webhook_secret.is_none() {
         return Err(ApiError::Unprocessable(vec![
             super::error::FieldError::new(
@@ -1006,12 +1030,7 @@ pub async fn post_reservation<S: Store>(
         b.step.as_ref(),
     );
     check_command(&mut fields, "command", &b.command);
-    check_webhook(
-        &mut fields,
-        "webhook",
-        b.webhook.as_deref(),
-        state.config.reservations.webhook_allow_private,
-    );
+    check_webhook(&mut fields, "webhook", b.webhook.as_deref());
     fields.finish()?;
     webhook_signable(&state, "webhook", b.webhook.as_deref())?;
     let parsed = parsed.ok_or_else(|| ApiError::BadRequest("invalid request".into()))?;
@@ -1502,12 +1521,7 @@ pub async fn post_coallocation<S: Store>(
     let key = idempotency_key(&headers)?;
     let co = parse_covarq(&b, true)?;
     let mut fields = Fields::new();
-    check_webhook(
-        &mut fields,
-        "webhook",
-        b.webhook.as_deref(),
-        state.config.reservations.webhook_allow_private,
-    );
+    check_webhook(&mut fields, "webhook", b.webhook.as_deref());
     fields.finish()?;
     webhook_signable(&state, "webhook", b.webhook.as_deref())?;
     let owner = &caller.token.name;
