@@ -147,6 +147,21 @@ impl ApiError {
     /// The problem body this error is shown as.
     pub fn problem(&self) -> Problem {
         let status = self.status();
+        // A problem that lists the fields at fault, its detail their details joined.
+        let listed = |kind: &str,
+                      title: &str,
+                      errors: &[FieldError],
+                      line: fn(&FieldError) -> String| Problem {
+            kind: kind.into(),
+            title: title.into(),
+            status: status.as_u16(),
+            detail: errors.iter().map(line).collect::<Vec<_>>().join("; "),
+            errors: errors.to_vec(),
+            best_probability: None,
+            best_submit_at: None,
+            reservation: None,
+        };
+        let named: fn(&FieldError) -> String = |e| format!("{}: {}", e.field, e.detail);
         let plain = |detail: String| Problem {
             kind: "about:blank".into(),
             title: status.canonical_reason().unwrap_or("Error").into(),
@@ -173,48 +188,25 @@ impl ApiError {
                 best_submit_at: best_submit_at.map(crate::service::format_unix),
                 reservation: *reservation,
             },
-            ApiError::ExceedsLimits(errors) => Problem {
-                kind: "urn:qbets:problem:exceeds-limits".into(),
-                title: "Beyond the queue's limits".into(),
-                status: status.as_u16(),
-                detail: errors
-                    .iter()
-                    .map(|e| e.detail.clone())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                errors: errors.clone(),
-                best_probability: None,
-                best_submit_at: None,
-                reservation: None,
-            },
-            ApiError::Unprocessable(errors) => Problem {
-                kind: "urn:qbets:problem:unprocessable".into(),
-                title: "Not possible on this server".into(),
-                status: status.as_u16(),
-                detail: errors
-                    .iter()
-                    .map(|e| format!("{}: {}", e.field, e.detail))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                errors: errors.clone(),
-                best_probability: None,
-                best_submit_at: None,
-                reservation: None,
-            },
-            ApiError::Invalid(errors) => Problem {
-                kind: "urn:qbets:problem:invalid-parameters".into(),
-                title: "Invalid parameters".into(),
-                status: status.as_u16(),
-                detail: errors
-                    .iter()
-                    .map(|e| format!("{}: {}", e.field, e.detail))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                errors: errors.clone(),
-                best_probability: None,
-                best_submit_at: None,
-                reservation: None,
-            },
+            ApiError::ExceedsLimits(errors) => listed(
+                "urn:qbets:problem:exceeds-limits",
+                "Beyond the queue's limits",
+                errors,
+                // Each detail names its limit already.
+                |e| e.detail.clone(),
+            ),
+            ApiError::Unprocessable(errors) => listed(
+                "urn:qbets:problem:unprocessable",
+                "Not possible on this server",
+                errors,
+                named,
+            ),
+            ApiError::Invalid(errors) => listed(
+                "urn:qbets:problem:invalid-parameters",
+                "Invalid parameters",
+                errors,
+                named,
+            ),
             ApiError::BadRequest(d)
             | ApiError::NotFound(d)
             | ApiError::Conflict(d)
