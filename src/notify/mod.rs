@@ -342,6 +342,7 @@ impl<S: Store> Deliverer<S> {
             let sent =
                 futures_util::future::join_all(rows.iter().map(|row| self.attempt(row))).await;
             let mut any_delivered = false;
+            let mut failed = None;
             for (row, result) in rows.iter().zip(sent) {
                 let at = self.clock.now();
                 let outcome = match result {
@@ -371,9 +372,20 @@ impl<S: Store> Deliverer<S> {
                         }
                     }
                 };
-                self.store
-                    .record_webhook(row.id, &self.id, &outcome)
-                    .await?;
+                // Every outcome of the round is recorded, whatever befalls one: a row
+                // sent but not recorded is sent again once its lease runs out.
+                match self.store.record_webhook(row.id, &self.id, &outcome).await {
+                    Ok(true) => {}
+                    Ok(false) => tracing::warn!(event_id = row.id, deliverer = %self.id,
+                        "webhook outcome not recorded: the lease was taken over (the event may be sent twice)"),
+                    Err(e) => {
+                        tracing::warn!(event_id = row.id, error = %e, "webhook outcome not recorded");
+                        failed.get_or_insert(e);
+                    }
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
             }
             if !any_delivered {
                 break;
