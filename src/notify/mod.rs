@@ -306,22 +306,19 @@ impl<S: Store> Deliverer<S> {
     }
 
     /// Runs passes every `interval` until `shutdown` completes.
-    pub async fn run(self, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
-        let mut shutdown = std::pin::pin!(shutdown);
-        let mut timer = tokio::time::interval(interval);
-        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => break,
-                _ = timer.tick() => {
-                    match self.tick().await {
-                        Ok(report) if report != DeliveryReport::default() => {
-                            tracing::debug!(deliverer = %self.id, ?report, "webhooks tick");
-                        }
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(deliverer = %self.id, error = %e, "webhooks tick failed"),
-                    }
+    pub async fn run(
+        self,
+        interval: Duration,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let mut every = crate::service::Every::new(interval, shutdown);
+        while every.next().await {
+            match self.tick().await {
+                Ok(report) if report != DeliveryReport::default() => {
+                    tracing::debug!(deliverer = %self.id, ?report, "webhooks tick");
                 }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(deliverer = %self.id, error = %e, "webhooks tick failed"),
             }
         }
     }

@@ -43,3 +43,34 @@ impl Clock for FixedClock {
         self.0.load(Ordering::Relaxed)
     }
 }
+
+/// The passes of a background task: one every `interval` (a late pass delays the next
+/// rather than bunching them up) until `shutdown` completes. The executor, the webhook
+/// deliverer and the demo all run this way.
+pub struct Every {
+    timer: tokio::time::Interval,
+    shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+}
+
+impl Every {
+    /// Passes every `interval` until `shutdown` completes.
+    pub fn new(
+        interval: std::time::Duration,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Self {
+        let mut timer = tokio::time::interval(interval);
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Self {
+            timer,
+            shutdown: Box::pin(shutdown),
+        }
+    }
+
+    /// Waits for the next pass: true when it is due, false once `shutdown` completed.
+    pub async fn next(&mut self) -> bool {
+        tokio::select! {
+            () = &mut self.shutdown => false,
+            _ = self.timer.tick() => true,
+        }
+    }
+}

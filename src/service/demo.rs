@@ -476,20 +476,13 @@ impl Demo {
         store: S,
         predictors: Arc<Predictors>,
         executor: Option<Executor<S>>,
-        shutdown: impl std::future::Future<Output = ()>,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) {
-        let mut interval = tokio::time::interval(self.opts.tick);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut shutdown = std::pin::pin!(shutdown);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => break,
-                _ = interval.tick() => {
-                    match self.tick_with(&store, &predictors, executor.as_ref()).await {
-                        Ok(r) => tracing::debug!(records = r.records, sim_now = r.sim_now, "demo step"),
-                        Err(e) => tracing::warn!(error = %e, "demo step failed"),
-                    }
-                }
+        let mut every = super::Every::new(self.opts.tick, shutdown);
+        while every.next().await {
+            match self.tick_with(&store, &predictors, executor.as_ref()).await {
+                Ok(r) => tracing::debug!(records = r.records, sim_now = r.sim_now, "demo step"),
+                Err(e) => tracing::warn!(error = %e, "demo step failed"),
             }
         }
     }

@@ -21,7 +21,7 @@ pub mod store_gate;
 pub mod tokens;
 pub mod users;
 
-pub use clock::{Clock, FixedClock, SystemClock};
+pub use clock::{Clock, Every, FixedClock, SystemClock};
 pub use predictors::Predictors;
 pub use state::AppState;
 

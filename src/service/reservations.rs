@@ -363,21 +363,20 @@ impl<S: Store> Executor<S> {
     }
 
     /// Runs ticks every `interval` until `shutdown` completes.
-    pub async fn run(self, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
-        let mut shutdown = std::pin::pin!(shutdown);
-        let mut timer = tokio::time::interval(interval);
-        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => break,
-                _ = timer.tick() => {
-                    match self.tick().await {
-                        Ok(report) if report != TickReport::default() => {
-                            tracing::info!(executor = %self.id, ?report, "reservations tick");
-                        }
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(executor = %self.id, error = %e, "reservations tick failed"),
-                    }
+    pub async fn run(
+        self,
+        interval: Duration,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let mut every = super::Every::new(interval, shutdown);
+        while every.next().await {
+            match self.tick().await {
+                Ok(report) if report != TickReport::default() => {
+                    tracing::info!(executor = %self.id, ?report, "reservations tick");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(executor = %self.id, error = %e, "reservations tick failed")
                 }
             }
         }
